@@ -1,0 +1,99 @@
+/* Shared definitions of the sluice datapath: map layouts and the event record.
+ * The Go side gets these types from bpf2go (-type), so keep them plain C with
+ * explicit padding: every byte of a map key must be initialised. */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <linux/types.h>
+
+#define MAX_SESSIONS 4096
+#define MAX_CIDRS (256 * 1024)
+#define MAX_LEARNED (128 * 1024)
+#define SESSION_RINGBUF_SIZE (64 * 1024)
+#define GLOBAL_RINGBUF_SIZE (256 * 1024)
+
+/* session.flags */
+#define SESSION_AUDIT 1 /* allow everything, report what would be denied */
+
+/* A session's policy, keyed by the cgroup id of the session's cgroup. */
+struct session {
+	__u32 flags;
+	__u32 reserved;
+};
+
+/* Per-CPU counters of one session (no atomics on the allowed path). */
+struct counters {
+	__u64 allowed;     /* non-loopback egress allowed */
+	__u64 denied;      /* refused (connect, sendmsg, socket, setsockopt, packet) */
+	__u64 audited;     /* would have been denied, allowed by --audit */
+	__u64 events_lost; /* ring buffer full */
+};
+
+/* LPM key: data follows prefixlen immediately, so the session id is two
+ * u32 halves (a u64 would leave 4 padding bytes inside the matched data).
+ * prefixlen = 64 (session) + address bits; addresses are 16 bytes, IPv4 as
+ * ::ffff:a.b.c.d, so v4, v6 and v4-mapped v6 share one trie. */
+struct cidr_key {
+	__u32 prefixlen;
+	__u32 session_lo;
+	__u32 session_hi;
+	__u8 addr[16];
+};
+
+/* Key of a learned IP (filled by the DNS resolver). */
+struct learned_key {
+	__u64 session;
+	__u8 addr[16];
+};
+
+/* expires is CLOCK_BOOTTIME nanoseconds (bpf_ktime_get_boot_ns), so a
+ * suspended laptop does not keep stale answers alive. */
+struct learned_value {
+	__u64 expires;
+};
+
+/* event.hook */
+enum sluice_hook {
+	HOOK_CONNECT4 = 1,
+	HOOK_CONNECT6 = 2,
+	HOOK_SENDMSG4 = 3,
+	HOOK_SENDMSG6 = 4,
+	HOOK_SOCK_CREATE = 5,
+	HOOK_SETSOCKOPT = 6,
+	HOOK_EGRESS = 7,
+};
+
+/* event.reason */
+enum sluice_reason {
+	REASON_NOT_ALLOWED = 1,  /* destination not in the session's allowlist */
+	REASON_NO_SESSION = 2,   /* process in the sluice cgroup but no session policy */
+	REASON_EXPIRED = 3,      /* learned from DNS, but the answer's TTL ran out */
+	REASON_SOCKET_TYPE = 4,  /* only TCP and UDP sockets are allowed */
+	REASON_SOURCE_ROUTE = 5, /* source routing could steer past the connect hook */
+};
+
+/* event.flags */
+#define EVENT_AUDIT 1 /* allowed because the session is in audit mode */
+
+/* One deny (or would-deny) decision. Allowed connects never produce one. */
+struct event {
+	__u64 ts;      /* CLOCK_BOOTTIME ns */
+	__u64 cgroup;  /* session cgroup id */
+	__u32 pid;     /* tgid */
+	__u32 tid;
+	__u32 uid;
+	__u8 hook;
+	__u8 reason;
+	__u8 flags;
+	__u8 family; /* AF_INET or AF_INET6 of the judged address (v4-mapped: AF_INET) */
+	__u16 port;  /* host byte order */
+	__u8 proto;  /* IPPROTO_* */
+	__u8 pad;
+	__u8 addr[16];
+	__s32 arg0; /* sock_create: family; setsockopt: level */
+	__s32 arg1; /* sock_create: type;   setsockopt: optname */
+	__s32 arg2; /* sock_create: protocol; setsockopt: optlen */
+	char comm[16];
+};
+
+#endif

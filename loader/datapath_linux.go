@@ -1,0 +1,232 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultPinDir is where sluice pins its maps and links.
+const DefaultPinDir = "/sys/fs/bpf/sluice"
+
+// attachment is one cgroup hook of the datapath.
+type attachment struct {
+	name   string // pin name of the link
+	attach ebpf.AttachType
+	prog   func(*sluiceObjects) *ebpf.Program
+}
+
+var attachments = []attachment{
+	{"link_connect4", ebpf.AttachCGroupInet4Connect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnect4 }},
+	{"link_connect6", ebpf.AttachCGroupInet6Connect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnect6 }},
+	{"link_sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSendmsg4 }},
+	{"link_sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSendmsg6 }},
+	{"link_sock_create", ebpf.AttachCGroupInetSockCreate, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSockCreate }},
+	{"link_setsockopt", ebpf.AttachCGroupSetsockopt, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSetsockopt }},
+	{"link_egress", ebpf.AttachCGroupInetEgress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceEgress }},
+}
+
+// Datapath is an open handle on the pinned datapath. Closing it releases
+// this process's file descriptors only: the pinned links keep enforcing.
+type Datapath struct {
+	pinDir     string
+	cgroupPath string
+	objs       sluiceObjects
+	links      []link.Link
+	innerSpec  *ebpf.MapSpec
+}
+
+// Open loads the programs, creates or re-opens the pinned maps under pinDir
+// and attaches the programs to the cgroup at cgroupPath, or, when links are
+// already pinned there, atomically updates them to this binary's programs.
+// Concurrent Opens are serialised by a lock on pinDir.
+func Open(pinDir, cgroupPath string) (*Datapath, error) {
+	if err := ensureBPFFS(filepath.Dir(pinDir)); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(pinDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create pin directory: %w", err)
+	}
+	if err := os.Chmod(pinDir, 0o700); err != nil {
+		return nil, fmt.Errorf("restrict pin directory: %w", err)
+	}
+	unlock, err := lockDir(pinDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	spec, err := loadSluice()
+	if err != nil {
+		return nil, fmt.Errorf("load datapath spec: %w", err)
+	}
+	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy()}
+	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}
+	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("load datapath: %+v", verr)
+		}
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("load datapath: pinned maps in %s come from another sluice version (run `sluice cleanup`): %w", pinDir, err)
+		}
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	cgid, err := cgroupID(cgroupPath)
+	if err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	for _, a := range attachments {
+		l, err := d.attach(a, cgid)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.links = append(d.links, l)
+	}
+	return d, nil
+}
+
+// attach re-opens and updates the pinned link of a, or attaches a new one
+// and pins it. A pinned link whose cgroup is gone (or another one) is
+// replaced: updating it would enforce nothing.
+func (d *Datapath) attach(a attachment, cgid uint64) (link.Link, error) {
+	pin := filepath.Join(d.pinDir, a.name)
+	prog := a.prog(&d.objs)
+	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+		info, ierr := l.Info()
+		if ierr == nil && info.Cgroup() != nil && info.Cgroup().CgroupId == cgid {
+			if err := l.Update(prog); err != nil {
+				l.Close()
+				return nil, fmt.Errorf("update pinned link %s: %w", pin, err)
+			}
+			return l, nil
+		}
+		_ = l.Unpin()
+		l.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("open pinned link %s: %w", pin, err)
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: d.cgroupPath, Attach: a.attach, Program: prog})
+	if err != nil {
+		return nil, fmt.Errorf("attach %s to %s: %w", a.name, d.cgroupPath, err)
+	}
+	if err := l.Pin(pin); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("pin %s: %w", pin, err)
+	}
+	return l, nil
+}
+
+// Close releases this process's handles; enforcement continues.
+func (d *Datapath) Close() error {
+	for _, l := range d.links {
+		l.Close()
+	}
+	d.links = nil
+	return d.objs.Close()
+}
+
+// Verify checks that every sluice program is effective on the cgroup at
+// path (a session's cgroup): the caller must refuse to spawn otherwise.
+func (d *Datapath) Verify(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open cgroup %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, a := range attachments {
+		info, err := a.prog(&d.objs).Info()
+		if err != nil {
+			return fmt.Errorf("verify %s: program info: %w", a.name, err)
+		}
+		want, ok := info.ID()
+		if !ok {
+			return fmt.Errorf("verify %s: kernel does not report program ids", a.name)
+		}
+		res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: a.attach, QueryFlags: unix.BPF_F_QUERY_EFFECTIVE})
+		if err != nil {
+			return fmt.Errorf("verify %s on %s: %w", a.name, path, err)
+		}
+		found := false
+		for _, p := range res.Programs {
+			found = found || p.ID == want
+		}
+		if !found {
+			return fmt.Errorf("verify %s: program %d is not in force on %s", a.name, want, path)
+		}
+	}
+	return nil
+}
+
+// Remove unpins every link and map under pinDir, which detaches the
+// programs, and removes the directory. Sessions still running lose their
+// confinement: only `sluice cleanup` calls it.
+func Remove(pinDir string) error {
+	entries, err := os.ReadDir(pinDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read pin directory: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(pinDir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("unpin %s: %w", e.Name(), err))
+		}
+	}
+	if err := os.Remove(pinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove %s: %w", pinDir, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Pinned reports whether a datapath is pinned under pinDir.
+func Pinned(pinDir string) bool {
+	_, err := os.Stat(filepath.Join(pinDir, attachments[0].name))
+	return err == nil
+}
+
+func cgroupID(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("stat cgroup %s: %w", path, err)
+	}
+	return st.Ino, nil
+}
+
+// lockDir takes an exclusive flock on dir: loading and attaching are
+// check-then-act sequences on shared pins.
+func lockDir(dir string) (func(), error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s for locking: %w", dir, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// ensureBPFFS mounts bpffs at dir when nothing is mounted there yet.
+func ensureBPFFS(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("mount bpffs at %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package loader
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Hook names the kernel hook that made a decision.
+type Hook uint8
+
+// The hooks, as numbered in bpf/sluice.h.
+const (
+	HookConnect4   Hook = 1
+	HookConnect6   Hook = 2
+	HookSendmsg4   Hook = 3
+	HookSendmsg6   Hook = 4
+	HookSockCreate Hook = 5
+	HookSetsockopt Hook = 6
+	HookEgress     Hook = 7
+)
+
+func (h Hook) String() string {
+	switch h {
+	case HookConnect4:
+		return "connect4"
+	case HookConnect6:
+		return "connect6"
+	case HookSendmsg4:
+		return "sendmsg4"
+	case HookSendmsg6:
+		return "sendmsg6"
+	case HookSockCreate:
+		return "sock_create"
+	case HookSetsockopt:
+		return "setsockopt"
+	case HookEgress:
+		return "egress"
+	}
+	return fmt.Sprintf("hook(%d)", uint8(h))
+}
+
+// Reason says why the datapath refused something.
+type Reason uint8
+
+// The reasons, as numbered in bpf/sluice.h.
+const (
+	ReasonNotAllowed  Reason = 1
+	ReasonNoSession   Reason = 2
+	ReasonExpired     Reason = 3
+	ReasonSocketType  Reason = 4
+	ReasonSourceRoute Reason = 5
+)
+
+// String is the explanation a user reads.
+func (r Reason) String() string {
+	switch r {
+	case ReasonNotAllowed:
+		return "not in the allowlist"
+	case ReasonNoSession:
+		return "process is in the sluice cgroup but has no session (loopback only)"
+	case ReasonExpired:
+		return "learned from DNS but the answer's TTL expired; resolve the name again"
+	case ReasonSocketType:
+		return "only TCP and UDP sockets are allowed"
+	case ReasonSourceRoute:
+		return "source routing could steer packets past the allowlist"
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Event is one deny (or, in audit mode, would-deny) decision of the kernel.
+type Event struct {
+	Time     time.Duration // CLOCK_BOOTTIME at the decision
+	Cgroup   uint64        // the session's cgroup id
+	PID, TID uint32
+	UID      uint32
+	Hook     Hook
+	Reason   Reason
+	Audit    bool // allowed because the session is in audit mode
+	Addr     netip.Addr
+	Port     uint16
+	Proto    uint8
+	// Args carry the socket() family/type/protocol or the setsockopt()
+	// level/optname/optlen.
+	Args [3]int32
+	Comm string
+}
+
+// eventSize is sizeof(struct event) in bpf/sluice.h.
+const eventSize = 80
+
+// ParseEvent decodes a ring buffer record. The datapath writes the host's
+// byte order; sluice's objects are little-endian only (bpfel).
+func ParseEvent(b []byte) (Event, error) {
+	if len(b) < eventSize {
+		return Event{}, fmt.Errorf("event record of %d bytes, want %d", len(b), eventSize)
+	}
+	le := binary.LittleEndian
+	e := Event{
+		Time:   time.Duration(le.Uint64(b[0:])),
+		Cgroup: le.Uint64(b[8:]),
+		PID:    le.Uint32(b[16:]),
+		TID:    le.Uint32(b[20:]),
+		UID:    le.Uint32(b[24:]),
+		Hook:   Hook(b[28]),
+		Reason: Reason(b[29]),
+		Audit:  b[30]&1 != 0,
+		Port:   le.Uint16(b[32:]),
+		Proto:  b[34],
+	}
+	family := b[31]
+	var a [16]byte
+	copy(a[:], b[36:52])
+	addr := netip.AddrFrom16(a)
+	if family == 2 || addr.Is4In6() {
+		addr = addr.Unmap()
+	}
+	if e.Hook != HookSockCreate && e.Hook != HookSetsockopt {
+		e.Addr = addr
+	}
+	for i := range e.Args {
+		e.Args[i] = int32(le.Uint32(b[52+4*i:]))
+	}
+	comm := b[64:80]
+	if i := strings.IndexByte(string(comm), 0); i >= 0 {
+		comm = comm[:i]
+	}
+	e.Comm = string(comm)
+	return e, nil
+}
+
+// ProtoName names an IP protocol number for messages.
+func ProtoName(p uint8) string {
+	switch p {
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 1:
+		return "icmp"
+	case 58:
+		return "icmpv6"
+	case 132:
+		return "sctp"
+	case 136:
+		return "udplite"
+	case 255:
+		return "raw"
+	}
+	return fmt.Sprintf("proto %d", p)
+}
+
+// Destination describes what the event tried to reach, in the words a user
+// needs to act on it.
+func (e Event) Destination() string {
+	switch e.Hook {
+	case HookSockCreate:
+		return fmt.Sprintf("socket(%s, %s, %s)", familyName(e.Args[0]), typeName(e.Args[1]), ProtoName(uint8(e.Args[2])))
+	case HookSetsockopt:
+		return fmt.Sprintf("setsockopt(%s)", sockoptName(e.Args[0], e.Args[1]))
+	case HookEgress:
+		return fmt.Sprintf("%s (source-routed %s packet)", e.Addr, ProtoName(e.Proto))
+	}
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(e.Addr, e.Port), ProtoName(e.Proto))
+}
+
+// String is the one line sluice prints for a denial.
+func (e Event) String() string {
+	verb := "denied"
+	if e.Audit {
+		verb = "audit: would deny"
+	}
+	return fmt.Sprintf("%s %s[%d] -> %s: %s", verb, e.Comm, e.PID, e.Destination(), e.Reason)
+}
+
+func familyName(f int32) string {
+	switch f {
+	case 2:
+		return "AF_INET"
+	case 10:
+		return "AF_INET6"
+	}
+	return fmt.Sprintf("family %d", f)
+}
+
+func typeName(t int32) string {
+	switch t {
+	case 1:
+		return "SOCK_STREAM"
+	case 2:
+		return "SOCK_DGRAM"
+	case 3:
+		return "SOCK_RAW"
+	case 5:
+		return "SOCK_SEQPACKET"
+	}
+	return fmt.Sprintf("type %d", t)
+}
+
+func sockoptName(level, name int32) string {
+	switch {
+	case level == 0 && name == 4:
+		return "IP_OPTIONS"
+	case level == 41 && name == 57:
+		return "IPV6_RTHDR"
+	case level == 41 && name == 5:
+		return "IPV6_2292RTHDR"
+	case level == 41 && name == 6:
+		return "IPV6_2292PKTOPTIONS"
+	}
+	return fmt.Sprintf("level %d, option %d", level, name)
+}

@@ -1,0 +1,219 @@
+package loader
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestEventLayout(t *testing.T) {
+	if got := int(unsafe.Sizeof(sluiceEvent{})); got != eventSize {
+		t.Fatalf("sizeof(struct event) = %d, ParseEvent expects %d", got, eventSize)
+	}
+}
+
+// cgroup2Mount finds the cgroup2 mount without the cgroups package, so the
+// loader's tests stand alone.
+func cgroup2Mount(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) && f[i+1] == "cgroup2" {
+				return f[4]
+			}
+		}
+	}
+	t.Skip("no cgroup2 mount")
+	return ""
+}
+
+type fixture struct {
+	dp      *Datapath
+	root    string
+	session string
+	cgid    uint64
+}
+
+func newFixture(t *testing.T) *fixture {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loads BPF programs and creates cgroups")
+	}
+	name := fmt.Sprintf("sluice-loadertest-%08x", rand.Uint32())
+	root := filepath.Join(cgroup2Mount(t), name)
+	session := filepath.Join(root, "s1")
+	pin := filepath.Join("/sys/fs/bpf", name)
+	if err := os.MkdirAll(session, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(session, "cgroup.procs")); err == nil {
+			for _, p := range strings.Fields(string(b)) {
+				pid, _ := strconv.Atoi(p)
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		os.Remove(session)
+		os.Remove(root)
+		if err := Remove(pin); err != nil {
+			t.Error(err)
+		}
+	})
+	dp, err := Open(pin, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	cgid, err := cgroupID(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{dp: dp, root: root, session: session, cgid: cgid}
+}
+
+// inSession runs a shell snippet inside the session cgroup and a fresh,
+// empty network namespace: an address that gets through the datapath then
+// fails with ENETUNREACH, one that is refused fails with EPERM, and no
+// packet can leave the machine either way.
+func (f *fixture) inSession(t *testing.T, script string) string {
+	t.Helper()
+	fd, err := unix.Open(f.session, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command("unshare", "-n", "bash", "-c", "ip link set lo up; "+script)
+	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	_ = cmd.Run()
+	return out.String()
+}
+
+func TestDatapathJudgesInKernel(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatal(err)
+	}
+	// No session entry yet: loopback only.
+	out := f.inSession(t, `exec 3<>/dev/tcp/203.0.113.7/80`)
+	if !strings.Contains(out, "Operation not permitted") {
+		t.Fatalf("before AddSession: want EPERM, got %q", out)
+	}
+	r, err := f.dp.AddSession(f.cgid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := f.dp.AddCIDRs(f.cgid, []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25"), netip.MustParsePrefix("2001:db8:5::/48")}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		addr string
+		want string
+	}{
+		{"203.0.113.7", "Network is unreachable"},
+		{"203.0.113.200", "Operation not permitted"},
+		{"2001:db8:5::1", "Network is unreachable"},
+		{"2001:db8:6::1", "Operation not permitted"},
+		{"::ffff:203.0.113.7", "Network is unreachable"},
+		{"::ffff:203.0.113.200", "Operation not permitted"},
+		{"127.0.0.1", "Connection refused"},
+		{"::1", "Connection refused"},
+	}
+	for _, c := range cases {
+		out := f.inSession(t, fmt.Sprintf(`exec 3<>/dev/tcp/%s/9`, c.addr))
+		if !strings.Contains(out, c.want) {
+			t.Errorf("connect %s: want %q, got %q", c.addr, c.want, out)
+		}
+	}
+	// Learned IPs are judged against the kernel clock.
+	learned := netip.MustParseAddr("198.51.100.77")
+	if err := f.dp.Learn(f.cgid, learned, BootTime()+time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.inSession(t, `exec 3<>/dev/tcp/198.51.100.77/9`); !strings.Contains(out, "Network is unreachable") {
+		t.Errorf("learned address: got %q", out)
+	}
+	if err := f.dp.Learn(f.cgid, learned, BootTime()-time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.inSession(t, `exec 3<>/dev/tcp/198.51.100.77/9`); !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("expired learned address: got %q", out)
+	}
+	c, err := f.dp.Counters(f.cgid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Denied < 4 || c.Allowed < 4 {
+		t.Errorf("counters %+v: want >=4 allowed and denied", c)
+	}
+	// Events: every denial, with the process and the reason.
+	var reasons []Reason
+	r.SetDeadline(time.Now().Add(2 * time.Second))
+	for len(reasons) < 4 {
+		rec, err := r.Read()
+		if err != nil {
+			t.Fatalf("read events (got %v): %v", reasons, err)
+		}
+		e, err := ParseEvent(rec.RawSample)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Cgroup != f.cgid || e.Comm != "bash" || e.PID == 0 {
+			t.Errorf("event %+v: wrong session or process", e)
+		}
+		reasons = append(reasons, e.Reason)
+		t.Log(e)
+	}
+	if err := f.dp.RemoveSession(f.cgid); err != nil {
+		t.Fatal(err)
+	}
+	if n, l, err := f.dp.Entries(f.cgid); err != nil || n != 0 || l != 0 {
+		t.Fatalf("after RemoveSession: %d CIDRs, %d learned, %v", n, l, err)
+	}
+}
+
+func TestPinnedLinksSurviveReopen(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.dp.AddSession(f.cgid, FlagAudit); err != nil {
+		t.Fatal(err)
+	}
+	f.dp.Close()
+	// The loader's fds are gone; the pins keep enforcing.
+	if out := f.inSession(t, `exec 3<>/dev/tcp/203.0.113.7/80`); !strings.Contains(out, "Network is unreachable") {
+		t.Fatalf("audit session after close: want pass-through, got %q", out)
+	}
+	if err := f.dp.SetFlags(f.cgid, 0); err == nil {
+		t.Fatal("closed datapath still usable")
+	}
+	dp, err := Open(filepath.Join("/sys/fs/bpf", filepath.Base(f.root)), f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.SetFlags(f.cgid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.Verify(f.session); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.inSession(t, `exec 3<>/dev/tcp/203.0.113.7/80`); !strings.Contains(out, "Operation not permitted") {
+		t.Fatalf("after reopen: want EPERM, got %q", out)
+	}
+}

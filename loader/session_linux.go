@@ -1,0 +1,244 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// SessionFlags are the per-session switches of the datapath.
+type SessionFlags uint32
+
+// FlagAudit allows everything and reports what would have been denied.
+const FlagAudit SessionFlags = 1
+
+// Counters are a session's decision counts, summed over CPUs.
+type Counters struct {
+	Allowed    uint64 // non-loopback egress allowed (loopback is not counted: it costs no lookup)
+	Denied     uint64
+	Audited    uint64 // would have been denied, allowed by audit mode
+	EventsLost uint64 // denials whose event did not fit in the ring buffer
+}
+
+// AddSession registers a session's cgroup: its counters, its event ring
+// buffer and its policy flags. The returned reader delivers the session's
+// events. Until AddSession, tasks of that cgroup are confined to loopback.
+func (d *Datapath) AddSession(cgid uint64, flags SessionFlags) (*ringbuf.Reader, error) {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("count CPUs: %w", err)
+	}
+	if err := d.objs.SessionCounters.Update(cgid, make([]sluiceCounters, ncpu), ebpf.UpdateAny); err != nil {
+		return nil, fmt.Errorf("add counters of session %d: %w", cgid, err)
+	}
+	rb, err := ebpf.NewMap(d.innerSpec)
+	if err != nil {
+		return nil, fmt.Errorf("create event ring buffer of session %d: %w", cgid, err)
+	}
+	defer rb.Close()
+	if err := d.objs.SessionEvents.Update(cgid, rb, ebpf.UpdateAny); err != nil {
+		return nil, fmt.Errorf("register event ring buffer of session %d: %w", cgid, err)
+	}
+	r, err := ringbuf.NewReader(rb)
+	if err != nil {
+		return nil, fmt.Errorf("read events of session %d: %w", cgid, err)
+	}
+	if err := d.SetFlags(cgid, flags); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// SetFlags changes a session's flags.
+func (d *Datapath) SetFlags(cgid uint64, flags SessionFlags) error {
+	if err := d.objs.Sessions.Update(cgid, sluiceSession{Flags: uint32(flags)}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("set policy of session %d: %w", cgid, err)
+	}
+	return nil
+}
+
+// Sessions lists the cgroup ids that have a policy in the datapath.
+func (d *Datapath) Sessions() ([]uint64, error) {
+	var ids []uint64
+	var k uint64
+	var v sluiceSession
+	it := d.objs.Sessions.Iterate()
+	for it.Next(&k, &v) {
+		ids = append(ids, k)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return ids, nil
+}
+
+func cidrKey(cgid uint64, p netip.Prefix) sluiceCidrKey {
+	p = p.Masked()
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	return sluiceCidrKey{
+		Prefixlen: uint32(64 + bits),
+		SessionLo: uint32(cgid),
+		SessionHi: uint32(cgid >> 32),
+		Addr:      p.Addr().As16(),
+	}
+}
+
+// AddCIDRs lets the session reach every address in prefixes.
+func (d *Datapath) AddCIDRs(cgid uint64, prefixes []netip.Prefix) error {
+	one := uint8(1)
+	for _, p := range prefixes {
+		if !p.IsValid() {
+			return fmt.Errorf("add CIDR to session %d: invalid prefix %v", cgid, p)
+		}
+		k := cidrKey(cgid, p)
+		if err := d.objs.Cidrs.Update(&k, &one, ebpf.UpdateAny); err != nil {
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.E2BIG) {
+				return fmt.Errorf("add %s to session %d: the CIDR map is full (%d entries): %w", p, cgid, d.objs.Cidrs.MaxEntries(), err)
+			}
+			return fmt.Errorf("add %s to session %d: %w", p, cgid, err)
+		}
+	}
+	return nil
+}
+
+// DeleteCIDRs removes prefixes from the session's policy; absent ones are
+// ignored.
+func (d *Datapath) DeleteCIDRs(cgid uint64, prefixes []netip.Prefix) error {
+	var errs []error
+	for _, p := range prefixes {
+		k := cidrKey(cgid, p)
+		if err := d.objs.Cidrs.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete %s of session %d: %w", p, cgid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Learn lets the session reach addr until expires (CLOCK_BOOTTIME, see
+// BootTime). The DNS resolver calls it before it answers.
+func (d *Datapath) Learn(cgid uint64, addr netip.Addr, expires time.Duration) error {
+	// As16 maps IPv4 to ::ffff:a.b.c.d, the datapath's key space.
+	k := sluiceLearnedKey{Session: cgid, Addr: addr.Unmap().As16()}
+	v := sluiceLearnedValue{Expires: uint64(expires)}
+	if err := d.objs.Learned.Update(&k, &v, ebpf.UpdateAny); err != nil {
+		if errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
+			return fmt.Errorf("learn %s for session %d: %w: %w", addr, cgid, ErrMapFull, err)
+		}
+		return fmt.Errorf("learn %s for session %d: %w", addr, cgid, err)
+	}
+	return nil
+}
+
+// ErrMapFull says a bounded map has no room: callers fail closed.
+var ErrMapFull = errors.New("map full")
+
+// BootTime is the kernel clock the datapath compares expiries with.
+func BootTime() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// Counters returns the session's counters summed over CPUs.
+func (d *Datapath) Counters(cgid uint64) (Counters, error) {
+	var per []sluiceCounters
+	if err := d.objs.SessionCounters.Lookup(cgid, &per); err != nil {
+		return Counters{}, fmt.Errorf("read counters of session %d: %w", cgid, err)
+	}
+	var c Counters
+	for _, p := range per {
+		c.Allowed += p.Allowed
+		c.Denied += p.Denied
+		c.Audited += p.Audited
+		c.EventsLost += p.EventsLost
+	}
+	return c, nil
+}
+
+// RemoveSession deletes everything the datapath holds for the session: its
+// policy, counters, ring buffer, CIDRs and learned IPs. Tasks still in the
+// cgroup fall back to loopback only.
+func (d *Datapath) RemoveSession(cgid uint64) error {
+	var errs []error
+	del := func(m *ebpf.Map, key any, what string) {
+		if err := m.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete %s of session %d: %w", what, cgid, err))
+		}
+	}
+	del(d.objs.Sessions, cgid, "policy")
+	del(d.objs.SessionEvents, cgid, "ring buffer")
+	del(d.objs.SessionCounters, cgid, "counters")
+
+	var ck sluiceCidrKey
+	var cv uint8
+	var cidrs []sluiceCidrKey
+	it := d.objs.Cidrs.Iterate()
+	for it.Next(&ck, &cv) {
+		if uint64(ck.SessionHi)<<32|uint64(ck.SessionLo) == cgid {
+			cidrs = append(cidrs, ck)
+		}
+	}
+	if err := it.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("list CIDRs of session %d: %w", cgid, err))
+	}
+	for i := range cidrs {
+		del(d.objs.Cidrs, &cidrs[i], "CIDR")
+	}
+
+	var lk sluiceLearnedKey
+	var lv sluiceLearnedValue
+	var learned []sluiceLearnedKey
+	lit := d.objs.Learned.Iterate()
+	for lit.Next(&lk, &lv) {
+		if lk.Session == cgid {
+			learned = append(learned, lk)
+		}
+	}
+	if err := lit.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("list learned IPs of session %d: %w", cgid, err))
+	}
+	for i := range learned {
+		del(d.objs.Learned, &learned[i], "learned IP")
+	}
+	return errors.Join(errs...)
+}
+
+// Entries counts what the datapath holds for the session (CIDRs, learned
+// IPs), so tests and `sluice status` can show that cleanup left nothing.
+func (d *Datapath) Entries(cgid uint64) (cidrs, learned int, err error) {
+	var ck sluiceCidrKey
+	var cv uint8
+	it := d.objs.Cidrs.Iterate()
+	for it.Next(&ck, &cv) {
+		if uint64(ck.SessionHi)<<32|uint64(ck.SessionLo) == cgid {
+			cidrs++
+		}
+	}
+	var lk sluiceLearnedKey
+	var lv sluiceLearnedValue
+	lit := d.objs.Learned.Iterate()
+	for lit.Next(&lk, &lv) {
+		if lk.Session == cgid {
+			learned++
+		}
+	}
+	return cidrs, learned, errors.Join(it.Err(), lit.Err())
+}
+
+// GlobalEvents reads the ring buffer of events whose session had none.
+func (d *Datapath) GlobalEvents() (*ringbuf.Reader, error) {
+	r, err := ringbuf.NewReader(d.objs.Events)
+	if err != nil {
+		return nil, fmt.Errorf("read global events: %w", err)
+	}
+	return r, nil
+}
