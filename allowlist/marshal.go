@@ -1,0 +1,76 @@
+package allowlist
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// MarshalJSON writes the policy in the file format that Parse reads, compact.
+// Each request for an entry becomes one element: a plain string when it has
+// neither owner nor allow_private, otherwise an object; an entry requested by
+// several owners therefore appears once per owner, next to each other, and
+// Parse merges them back. Parse(MarshalJSON) gives back the same policy.
+func (p *Policy) MarshalJSON() ([]byte, error) {
+	return p.encode(false), nil
+}
+
+// Format returns the policy as file text for writing back a
+// network_allowlist.json: one element per line, so that a change to the
+// policy is a change to as many lines in a diff.
+func (p *Policy) Format() []byte {
+	return p.encode(true)
+}
+
+func (p *Policy) encode(pretty bool) []byte {
+	var b bytes.Buffer
+	sep, open, end, comma, colon := ",", `{"allowed_hosts":[`, "]}", ",", ":"
+	if pretty {
+		sep, open, end, comma, colon = ",\n    ", "{\n  \"allowed_hosts\": [\n    ", "\n  ]\n}\n", ", ", ": "
+		if p.Len() == 0 {
+			open, end = "{\n  \"allowed_hosts\": [", "]\n}\n"
+		}
+	}
+	b.WriteString(open)
+	first := true
+	for _, it := range p.itemsOrNil() {
+		for _, g := range it.grants {
+			if !first {
+				b.WriteString(sep)
+			}
+			first = false
+			encodeGrant(&b, it.t, g, comma, colon)
+		}
+	}
+	b.WriteString(end)
+	return b.Bytes()
+}
+
+func (p *Policy) itemsOrNil() []item {
+	if p == nil {
+		return nil
+	}
+	return p.items
+}
+
+// encodeGrant writes one element; comma and colon carry the spacing.
+func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
+	if g.owner == "" && !g.private {
+		writeString(b, t.String())
+		return
+	}
+	b.WriteString(`{"host"` + colon)
+	writeString(b, t.String())
+	if g.owner != "" {
+		b.WriteString(comma + `"owner"` + colon)
+		writeString(b, g.owner)
+	}
+	if g.private {
+		b.WriteString(comma + `"allow_private"` + colon + "true")
+	}
+	b.WriteString("}")
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	q, _ := json.Marshal(s) // a string always marshals
+	b.Write(q)
+}
