@@ -230,3 +230,33 @@ func ensureBPFFS(dir string) error {
 	}
 	return nil
 }
+
+// Probe loads the datapath without pinning anything, attaches every
+// program to the cgroup at cgroupPath with bpf_link and detaches again: the
+// strongest answer to "can this machine enforce?" short of doing it.
+func Probe(cgroupPath string) error {
+	spec, err := loadSluice()
+	if err != nil {
+		return fmt.Errorf("load datapath spec: %w", err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	var objs sluiceObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return fmt.Errorf("load datapath: %+v", verr)
+		}
+		return fmt.Errorf("load datapath: %w", err)
+	}
+	defer objs.Close()
+	for _, a := range attachments {
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})
+		if err != nil {
+			return fmt.Errorf("attach %s with bpf_link: %w", a.name, err)
+		}
+		l.Close()
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -241,4 +242,16 @@ func (d *Datapath) GlobalEvents() (*ringbuf.Reader, error) {
 		return nil, fmt.Errorf("read global events: %w", err)
 	}
 	return r, nil
+}
+
+// PinnedCounters reads a session's counters from the pinned map, without
+// loading or attaching anything (for `sluice status`).
+func PinnedCounters(pinDir string, cgid uint64) (Counters, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, sluiceMapSessionCounters), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return Counters{}, fmt.Errorf("open pinned counters: %w", err)
+	}
+	defer m.Close()
+	d := Datapath{objs: sluiceObjects{sluiceMaps: sluiceMaps{SessionCounters: m}}}
+	return d.Counters(cgid)
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/loader"
+)
+
+func runChecks() []checkResult {
+	var rs []checkResult
+	root := os.Geteuid() == 0
+	if root {
+		rs = append(rs, checkResult{name: "privileges", status: checkPass, detail: "running as root"})
+	} else {
+		rs = append(rs, checkResult{name: "privileges", status: checkFail, detail: "not root: loading BPF and creating cgroups need it",
+			fix: "run `sudo sluice check` / `sudo sluice run ...`"})
+	}
+
+	bpfOK := false
+	if m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
+		rs = append(rs, checkResult{name: "bpf syscall", status: checkFail, detail: err.Error(),
+			fix: "run as root (CAP_BPF and CAP_NET_ADMIN); in a container add --cap-add BPF --cap-add NET_ADMIN or --privileged; a kernel built with CONFIG_BPF_SYSCALL"})
+	} else {
+		m.Close()
+		bpfOK = true
+		rs = append(rs, checkResult{name: "bpf syscall", status: checkPass, detail: "maps can be created"})
+	}
+
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		rs = append(rs, checkResult{name: "BTF", status: checkWarn, detail: "no /sys/kernel/btf/vmlinux (sluice's programs do not need CO-RE)",
+			fix: "a kernel built with CONFIG_DEBUG_INFO_BTF=y"})
+	} else {
+		rs = append(rs, checkResult{name: "BTF", status: checkPass, detail: "/sys/kernel/btf/vmlinux"})
+	}
+
+	mount, err := cgroups.Mount()
+	if err != nil {
+		rs = append(rs, checkResult{name: "cgroup2", status: checkFail, detail: err.Error(),
+			fix: "mount the unified hierarchy: mount -t cgroup2 none /sys/fs/cgroup (or /sys/fs/cgroup/unified on a hybrid layout)"})
+	} else {
+		rs = append(rs, checkResult{name: "cgroup2", status: checkPass, detail: "mounted at " + mount})
+	}
+
+	var st unix.Statfs_t
+	bpffs := filepath.Dir(loader.DefaultPinDir)
+	switch err := unix.Statfs(bpffs, &st); {
+	case err == nil && st.Type == unix.BPF_FS_MAGIC:
+		rs = append(rs, checkResult{name: "bpffs", status: checkPass, detail: "mounted at " + bpffs})
+	case root:
+		rs = append(rs, checkResult{name: "bpffs", status: checkWarn, detail: "not mounted at " + bpffs + "; sluice mounts it when it starts",
+			fix: "mount -t bpf bpf " + bpffs})
+	default:
+		rs = append(rs, checkResult{name: "bpffs", status: checkFail, detail: "not mounted at " + bpffs,
+			fix: "mount -t bpf bpf " + bpffs})
+	}
+
+	switch {
+	case !bpfOK || mount == "":
+		rs = append(rs, checkResult{name: "datapath", status: checkFail, detail: "not tried: needs the bpf syscall and cgroup2"})
+	default:
+		rs = append(rs, probeDatapath(mount))
+	}
+
+	if abi, err := landlockABI(); err != nil {
+		rs = append(rs, checkResult{name: "landlock", status: checkWarn, detail: "unavailable: " + err.Error(),
+			fix: "boot with lsm=...,landlock (only needed for the unprivileged fallback)"})
+	} else {
+		rs = append(rs, checkResult{name: "landlock", status: checkPass, detail: fmt.Sprintf("ABI version %d", abi)})
+	}
+	return rs
+}
+
+// probeDatapath loads sluice's programs and attaches them with bpf_link to
+// a throwaway cgroup, then removes it again.
+func probeDatapath(mount string) checkResult {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	dir := filepath.Join(mount, "sluice-check-"+hex.EncodeToString(rnd[:]))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return checkResult{name: "datapath", status: checkFail, detail: "create a test cgroup: " + err.Error(),
+			fix: "run as root with a writable cgroup2 mount"}
+	}
+	defer os.Remove(dir)
+	if err := loader.Probe(dir); err != nil {
+		detail := err.Error()
+		if i := strings.IndexByte(detail, '\n'); i > 0 {
+			detail = detail[:i]
+		}
+		return checkResult{name: "datapath", status: checkFail, detail: detail,
+			fix: "a kernel >= 6.1 with cgroup sock_addr, sockopt and skb programs and bpf_link (CONFIG_CGROUP_BPF=y)"}
+	}
+	return checkResult{name: "datapath", status: checkPass, detail: "programs verified and attached with bpf_link (connect4/6, sendmsg4/6, sock_create, setsockopt, egress)"}
+}
+
+// landlockABI asks the kernel for its Landlock ABI version.
+func landlockABI() (int, error) {
+	const createRulesetVersion = 1 << 0
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(nil)), 0, createRulesetVersion)
+	if errno != 0 {
+		if errors.Is(errno, unix.EOPNOTSUPP) {
+			return 0, errors.New("disabled at boot")
+		}
+		return 0, errno
+	}
+	return int(r), nil
+}

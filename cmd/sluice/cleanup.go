@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newCleanupCmd() *cobra.Command {
+	var stateDir string
+	cmd := &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove every session, cgroup, pin and file sluice left on this machine",
+		Long: `Kill every confined session, remove their cgroups and the sluice cgroup,
+unpin the datapath (detaching its programs) and remove sluice's state files.
+Running sessions lose their confinement together with their processes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cleanup(stateDir); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "sluice: removed all sessions, cgroups, pins and state")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "sluice's state directory (default /run/sluice)")
+	return cmd
+}

@@ -1,0 +1,67 @@
+// Command sluice confines AI agents and the processes they start to
+// loopback and the hosts their user allowed, enforced in the kernel.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of sluice's own failures, chosen like env(1) and docker's so
+// that they do not collide with the common exit codes of the command.
+const (
+	exitSluiceError = 125 // sluice could not set up confinement
+	exitCannotExec  = 126 // the command was found but could not be run
+	exitNotFound    = 127 // the command was not found
+)
+
+// exitError carries an exit status through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Kernel-level egress enforcement for AI agents",
+		Long: `sluice confines a command and everything it starts to loopback and the
+hosts you allowed. Enforcement happens in the kernel (cgroup BPF), so a
+program that ignores HTTP_PROXY cannot get around it.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCmd(), newCheckCmd(), newCleanupCmd(), newStatusCmd(), newVersionCmd())
+	return root
+}
+
+func main() {
+	err := newRootCmd().Execute()
+	if err == nil {
+		return
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(os.Stderr, "sluice:", ee.err)
+		}
+		os.Exit(ee.code)
+	}
+	fmt.Fprintln(os.Stderr, "sluice:", err)
+	os.Exit(exitSluiceError)
+}

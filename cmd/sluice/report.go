@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/loader"
+)
+
+// reporter prints one line per denial on the command's stderr, with a
+// token bucket so that a retry loop cannot flood the terminal, and keeps
+// the numbers for the summary at exit.
+type reporter struct {
+	mu         sync.Mutex
+	w          io.Writer
+	now        func() time.Time
+	burst      float64
+	rate       float64 // lines per second once the burst is spent
+	tokens     float64
+	last       time.Time
+	suppressed int
+	denied     int
+	audited    int
+	dests      map[string]bool
+}
+
+func newReporter(w io.Writer) *reporter {
+	return &reporter{w: w, now: time.Now, burst: 10, rate: 1, tokens: 10, dests: map[string]bool{}}
+}
+
+// Report accounts for one event and prints it unless rate-limited.
+func (r *reporter) Report(e loader.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Audit {
+		r.audited++
+	} else {
+		r.denied++
+	}
+	r.dests[e.Destination()] = true
+	now := r.now()
+	if !r.last.IsZero() {
+		r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.rate)
+	}
+	r.last = now
+	if r.tokens < 1 {
+		r.suppressed++
+		return
+	}
+	r.tokens--
+	if r.suppressed > 0 {
+		fmt.Fprintf(r.w, "sluice: (%d more denials not shown)\n", r.suppressed)
+		r.suppressed = 0
+	}
+	fmt.Fprintf(r.w, "sluice: %s\n", e)
+}
+
+// Summary is the line printed when the command exits, or "" when nothing
+// was denied.
+func (r *reporter) Summary() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var s string
+	switch {
+	case r.denied > 0:
+		s = fmt.Sprintf("sluice: denied %d attempt%s to reach %d destination%s", r.denied, plural(r.denied), len(r.dests), plural(len(r.dests)))
+	case r.audited > 0:
+		s = fmt.Sprintf("sluice: audit: %d attempt%s to reach %d destination%s would have been denied", r.audited, plural(r.audited), len(r.dests), plural(len(r.dests)))
+	default:
+		return ""
+	}
+	if r.suppressed > 0 {
+		s += fmt.Sprintf(" (%d not shown above)", r.suppressed)
+	}
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/loader"
+)
+
+func TestReporterRateLimits(t *testing.T) {
+	var buf bytes.Buffer
+	r := newReporter(&buf)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	e := loader.Event{PID: 42, Comm: "curl", Hook: loader.HookConnect4, Reason: loader.ReasonNotAllowed,
+		Addr: netip.MustParseAddr("203.0.113.20"), Port: 443, Proto: 6}
+	for range 100 {
+		r.Report(e)
+	}
+	if n := strings.Count(buf.String(), "\n"); n != 10 {
+		t.Fatalf("a burst of 100 printed %d lines, want 10:\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), "denied curl[42] -> 203.0.113.20:443/tcp: not in the allowlist") {
+		t.Fatalf("line does not say who, where and why:\n%s", buf.String())
+	}
+	now = now.Add(2 * time.Second)
+	r.Report(e)
+	if !strings.Contains(buf.String(), "(90 more denials not shown)") {
+		t.Fatalf("suppressed count missing:\n%s", buf.String())
+	}
+	if got := r.Summary(); got != "sluice: denied 101 attempts to reach 1 destination" {
+		t.Fatalf("summary %q", got)
+	}
+}
+
+func TestReporterAudit(t *testing.T) {
+	var buf bytes.Buffer
+	r := newReporter(&buf)
+	r.Report(loader.Event{PID: 1, Comm: "x", Hook: loader.HookSockCreate, Reason: loader.ReasonSocketType, Audit: true, Args: [3]int32{2, 2, 1}})
+	if !strings.Contains(buf.String(), "audit: would deny x[1] -> socket(AF_INET, SOCK_DGRAM, icmp): only TCP and UDP sockets are allowed") {
+		t.Fatalf("got %q", buf.String())
+	}
+	if got := r.Summary(); !strings.Contains(got, "would have been denied") {
+		t.Fatalf("summary %q", got)
+	}
+	if got := newReporter(&buf).Summary(); got != "" {
+		t.Fatalf("empty summary %q", got)
+	}
+}

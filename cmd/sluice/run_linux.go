@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/enforcer"
+)
+
+// runConfined is the embedded enforcer: it sets up a session, runs the
+// command in it and tears the session down when the command exits.
+func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
+	stderr := cmd.ErrOrStderr()
+	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
+
+	if os.Geteuid() != 0 {
+		return fail(errors.New("kernel enforcement needs root: run `sudo sluice run ...`"))
+	}
+	spawn, err := targetUser(o.user)
+	if err != nil {
+		return fail(err)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
+	}
+	if names := nameEntries(policy); names != "" {
+		fmt.Fprintf(stderr, "sluice: note: host-name entries are accepted but not yet enforced by name (no DNS learning yet), so they stay unreachable: %s\n", names)
+	}
+
+	cfg, err := enforcer.ConfigFromEnv()
+	if err != nil {
+		return fail(err)
+	}
+	e, err := enforcer.Open(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer e.Close()
+	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax})
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			fmt.Fprintf(stderr, "sluice: cleaning up session %s: %v\n", s.Name(), err)
+		}
+	}()
+
+	rep := newReporter(stderr)
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			ev, err := s.ReadEvent()
+			if errors.Is(err, enforcer.ErrBadEvent) {
+				continue
+			}
+			if err != nil {
+				return // flushed and drained, or closed
+			}
+			rep.Report(ev)
+		}
+	})
+
+	c := exec.Command(path, argv[1:]...)
+	c.Args[0] = argv[0]
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	c.Env = append(os.Environ(), "SLUICE_SESSION="+s.Name())
+
+	// Signals arrive before Start returns are queued, not lost.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	defer signal.Stop(sigs)
+
+	if err := s.Start(c, spawn); err != nil {
+		code := exitSluiceError
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.ENOEXEC) {
+			code = exitCannotExec
+		}
+		return &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
+	}
+	tty := isTerminal(os.Stdin)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				// A terminal already delivered ^C and ^\ to the whole
+				// foreground process group, the command included.
+				if tty && (sig == unix.SIGINT || sig == unix.SIGQUIT) {
+					continue
+				}
+				_ = c.Process.Signal(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	waitErr := c.Wait()
+	close(done)
+
+	// The command is gone; whatever it left behind goes with the session.
+	_ = s.Kill()
+	_ = s.FlushEvents()
+	readers.Wait()
+	if sum := rep.Summary(); sum != "" {
+		fmt.Fprintln(stderr, sum)
+	}
+	return exitStatus(waitErr)
+}
+
+// exitStatus maps the command's end to sluice's exit status: its exit code,
+// or 128+signal like a shell.
+func exitStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return &exitError{code: 128 + int(ws.Signal())}
+		}
+		return &exitError{code: ee.ExitCode()}
+	}
+	return &exitError{code: exitSluiceError, err: err}
+}
+
+// targetUser is whom the command runs as: --user, else the user who
+// invoked sudo. sluice never runs the command as root.
+func targetUser(spec string) (cgroups.SpawnOptions, error) {
+	if spec == "" {
+		uid, gid := os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
+		if uid == "" || uid == "0" {
+			return cgroups.SpawnOptions{}, errors.New("the command would run as root, which could move itself out of the session's cgroup: run sluice through sudo as your user, or pass --user USER[:GROUP]")
+		}
+		spec = uid
+		if gid != "" {
+			spec += ":" + gid
+		}
+	}
+	opts, err := cgroups.LookupUser(spec)
+	if err != nil {
+		return cgroups.SpawnOptions{}, fmt.Errorf("--user %s: %w", spec, err)
+	}
+	if opts.UID == 0 {
+		return cgroups.SpawnOptions{}, errors.New("--user: sluice never runs the command as root: a root process could move itself out of the session's cgroup")
+	}
+	return opts, nil
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

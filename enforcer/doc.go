@@ -1,0 +1,18 @@
+// Package enforcer ties the pieces of kernel enforcement into sessions: it
+// opens the sluice cgroup root and the pinned datapath, creates a session
+// (a cgroup plus its policy in the datapath), spawns the confined command
+// into it only after verifying that the programs are in force there, and
+// tears the session down again. `sluice run` uses it in-process (the
+// embedded enforcer); the daemon will use it for all of its sessions.
+//
+// Decisions:
+//   - The policy is written to the datapath before anything is spawned, and
+//     the session cgroup exists before the policy: a task can never run in
+//     the session with a policy that is still being filled in, and until
+//     the session entry exists its tasks reach loopback only.
+//   - A session is owned by the process that holds an flock on its lock
+//     file under the state directory. When the owner dies (even SIGKILL)
+//     its confined processes keep running under the pinned datapath; the
+//     next Open reclaims the session only once its cgroup is empty, so
+//     leftovers never become unconfined and never accumulate.
+package enforcer

@@ -1,0 +1,326 @@
+package enforcer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/loader"
+)
+
+// Config says where sluice keeps its objects. The zero value is filled in
+// with the defaults by Open.
+type Config struct {
+	CgroupName string // child of the cgroup2 mount; default "sluice"
+	PinDir     string // bpffs directory; default loader.DefaultPinDir
+	StateDir   string // session lock files; default "/run/sluice"
+}
+
+// WithDefaults fills in the default instance's values for empty fields.
+func (c Config) WithDefaults() Config {
+	if c.CgroupName == "" {
+		c.CgroupName = "sluice"
+	}
+	if c.PinDir == "" {
+		c.PinDir = loader.DefaultPinDir
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/run/sluice"
+	}
+	return c
+}
+
+func (c Config) sessionDir() string { return filepath.Join(c.StateDir, "sessions") }
+
+// Enforcer is an open handle on the machine's sluice objects.
+type Enforcer struct {
+	cfg  Config
+	root *cgroups.Root
+	dp   *loader.Datapath
+}
+
+// Open prepares the sluice cgroup root and the datapath (loading, pinning
+// and attaching it, or re-opening the pins), then reclaims sessions left by
+// owners that died.
+func Open(cfg Config) (*Enforcer, error) {
+	cfg = cfg.WithDefaults()
+	if err := os.MkdirAll(cfg.sessionDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	root, err := cgroups.OpenRoot(cfg.CgroupName)
+	if err != nil {
+		return nil, fmt.Errorf("open sluice cgroup: %w", err)
+	}
+	dp, err := loader.Open(cfg.PinDir, root.Path())
+	if err != nil {
+		return nil, err
+	}
+	e := &Enforcer{cfg: cfg, root: root, dp: dp}
+	e.Reclaim()
+	return e, nil
+}
+
+// Close releases this process's handles. Sessions stay confined.
+func (e *Enforcer) Close() error { return e.dp.Close() }
+
+// Root is the sluice cgroup root.
+func (e *Enforcer) Root() *cgroups.Root { return e.root }
+
+// Datapath is the open datapath.
+func (e *Enforcer) Datapath() *loader.Datapath { return e.dp }
+
+// Options describe a session.
+type Options struct {
+	Policy    *allowlist.Policy
+	Audit     bool  // allow everything, report what would be denied
+	PidsMax   int64 // 0: no limit
+	MemoryMax int64 // 0: no limit
+}
+
+// Session is a running confined session owned by this process.
+type Session struct {
+	e      *Enforcer
+	cg     *cgroups.Session
+	lock   *os.File
+	events *ringbuf.Reader
+	closed bool
+}
+
+// NewSession creates the session's cgroup, writes its policy into the
+// datapath and applies its limits. The caller must Close it.
+func (e *Enforcer) NewSession(opts Options) (s *Session, err error) {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	name := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:]))
+
+	lock, err := os.OpenFile(filepath.Join(e.cfg.sessionDir(), name+".lock"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create session lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock session %s: %w", name, err)
+	}
+	s = &Session{e: e, lock: lock}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.cg, err = e.root.NewSession(name); err != nil {
+		return nil, fmt.Errorf("create session cgroup: %w", err)
+	}
+	flags := loader.SessionFlags(0)
+	if opts.Audit {
+		flags |= loader.FlagAudit
+	}
+	id := s.cg.ID()
+	if opts.Policy != nil {
+		if err := e.dp.AddCIDRs(id, opts.Policy.Prefixes()); err != nil {
+			return nil, err
+		}
+	}
+	if s.events, err = e.dp.AddSession(id, flags); err != nil {
+		return nil, err
+	}
+	if opts.PidsMax > 0 {
+		if err := s.cg.SetPidsMax(opts.PidsMax); err != nil {
+			return nil, fmt.Errorf("--pids-max: %w", err)
+		}
+	}
+	if opts.MemoryMax > 0 {
+		if err := s.cg.SetMemoryMax(opts.MemoryMax); err != nil {
+			return nil, fmt.Errorf("--memory-max: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Name is the session's name (its cgroup's name).
+func (s *Session) Name() string { return s.cg.Name() }
+
+// ID is the session's cgroup id, its key in the datapath.
+func (s *Session) ID() uint64 { return s.cg.ID() }
+
+// Path is the session's cgroup directory.
+func (s *Session) Path() string { return s.cg.Path() }
+
+// Start verifies that the datapath is in force on the session's cgroup and
+// only then spawns cmd into it, as the user in spawn.
+func (s *Session) Start(cmd *exec.Cmd, spawn cgroups.SpawnOptions) error {
+	if err := s.e.dp.Verify(s.cg.Path()); err != nil {
+		return fmt.Errorf("refusing to start the command: %w", err)
+	}
+	return s.cg.Start(cmd, spawn)
+}
+
+// ErrBadEvent marks a ring buffer record that could not be decoded; the
+// reader may go on.
+var ErrBadEvent = errors.New("bad event record")
+
+// ReadEvent blocks for the session's next deny event. After FlushEvents it
+// returns the events still pending, then ringbuf.ErrFlushed; after Close,
+// ringbuf.ErrClosed.
+func (s *Session) ReadEvent() (loader.Event, error) {
+	rec, err := s.events.Read()
+	if err != nil {
+		return loader.Event{}, err
+	}
+	ev, err := loader.ParseEvent(rec.RawSample)
+	if err != nil {
+		return ev, fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	return ev, nil
+}
+
+// FlushEvents wakes ReadEvent so that the reader drains what is pending
+// and stops: the command is gone and its denials are all in the buffer.
+func (s *Session) FlushEvents() error { return s.events.Flush() }
+
+// Counters are the session's decision counters.
+func (s *Session) Counters() (loader.Counters, error) { return s.e.dp.Counters(s.cg.ID()) }
+
+// Kill kills every process left in the session.
+func (s *Session) Kill() error { return s.cg.Kill() }
+
+// Close kills what is left in the session and removes its cgroup, its
+// datapath entries and its lock file.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.cg != nil {
+		if err := s.cg.Remove(5 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.e.dp.RemoveSession(s.cg.ID()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.events != nil {
+		s.events.Close()
+	}
+	if s.lock != nil {
+		os.Remove(s.lock.Name())
+		s.lock.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Reclaim removes sessions whose owner is gone and whose cgroup is empty,
+// and datapath entries whose cgroup no longer exists. Sessions with live
+// processes are left alone: they stay confined until `sluice cleanup`.
+func (e *Enforcer) Reclaim() []error {
+	var errs []error
+	live := map[uint64]bool{}
+	sessions, err := e.root.Sessions()
+	if err != nil {
+		return []error{err}
+	}
+	for _, cg := range sessions {
+		live[cg.ID()] = true
+		lockPath := filepath.Join(e.cfg.sessionDir(), cg.Name()+".lock")
+		if held(lockPath) {
+			continue
+		}
+		if pop, err := cg.Populated(); err != nil || pop {
+			continue
+		}
+		if err := cg.Remove(time.Second); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(live, cg.ID())
+		if err := e.dp.RemoveSession(cg.ID()); err != nil {
+			errs = append(errs, err)
+		}
+		os.Remove(lockPath)
+	}
+	ids, err := e.dp.Sessions()
+	if err != nil {
+		return append(errs, err)
+	}
+	for _, id := range ids {
+		if !live[id] {
+			if err := e.dp.RemoveSession(id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errs
+}
+
+// held reports whether a live process holds the lock at path.
+func held(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return true
+	}
+	return false
+}
+
+// Cleanup removes everything sluice put on the machine: it kills every
+// session's processes, removes their cgroups and the sluice cgroup, unpins
+// the datapath (detaching the programs) and removes the state directory.
+// It works without a loadable datapath, so it can clean up after any
+// version.
+func Cleanup(cfg Config) error {
+	cfg = cfg.WithDefaults()
+	var errs []error
+	if root, err := OpenExistingRoot(cfg.CgroupName); err == nil {
+		sessions, err := root.Sessions()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, s := range sessions {
+			if err := s.Remove(5 * time.Second); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := root.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := loader.Remove(cfg.PinDir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(cfg.sessionDir()); err != nil {
+		errs = append(errs, err)
+	}
+	if entries, err := os.ReadDir(cfg.StateDir); err == nil && len(entries) == 0 {
+		os.Remove(cfg.StateDir)
+	}
+	return errors.Join(errs...)
+}
+
+// OpenExistingRoot opens the sluice cgroup root only if it exists, so that
+// read-only commands and cleanup never create one. It returns an error
+// wrapping os.ErrNotExist when there is none.
+func OpenExistingRoot(name string) (*cgroups.Root, error) {
+	mount, err := cgroups.Mount()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(mount, name)); err != nil {
+		return nil, fmt.Errorf("sluice cgroup: %w", err)
+	}
+	return cgroups.OpenRoot(name)
+}
