@@ -89,6 +89,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } events SEC(".maps");
 
+/* The original destination of sockets whose DNS traffic was redirected to
+ * the session's resolver, for recvmsg and getpeername to restore. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct dns_orig);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dns_origins SEC(".maps");
+
 /* Force the event type into BTF for bpf2go -type (it is otherwise only
  * reached through ring buffer pointers). */
 const struct event *unused_event __attribute__((unused));
@@ -223,11 +233,51 @@ static __always_inline int judge_addr(struct verdict *v)
 	return refuse(v, s);
 }
 
+#define LOOPBACK4 0x7f000001
+
+/* redirect_dns sends port-53 traffic of a session with a resolver to that
+ * resolver, whatever server the program asked for (resolv.conf, 8.8.8.8,
+ * 127.0.0.53), and remembers the original for recvmsg and getpeername.
+ * Returns 1 when it rewrote the address. */
+static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 ip[4], int v6)
+{
+	__u64 cg = bpf_get_current_cgroup_id();
+	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
+	int mapped = is_v4mapped(ip);
+
+	if (!s || !s->dns_port4 || !s->dns_port6)
+		return 0;
+	struct bpf_sock *sk = ctx->sk;
+	if (!sk)
+		return 0;
+	struct dns_orig *o = bpf_sk_storage_get(&dns_origins, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!o)
+		return 0; /* judged normally: fails closed unless allowed */
+	__builtin_memcpy(o->ip, ip, 16);
+	o->port = bpf_htons(53);
+	if (!v6) {
+		ctx->user_ip4 = bpf_htonl(LOOPBACK4);
+		ctx->user_port = s->dns_port4;
+	} else if (mapped) {
+		ctx->user_ip6[3] = bpf_htonl(LOOPBACK4);
+		ctx->user_port = s->dns_port4;
+	} else {
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = 0;
+		ctx->user_ip6[3] = bpf_htonl(1);
+		ctx->user_port = s->dns_port6;
+	}
+	return 1;
+}
+
 static __always_inline int judge4(struct bpf_sock_addr *ctx, __u8 hook)
 {
 	struct verdict v = {
 		.ip = {0, 0, bpf_htonl(0xffff), ctx->user_ip4},
 	};
+	if (ctx->user_port == bpf_htons(53) && redirect_dns(ctx, v.ip, 0))
+		return 1;
 	if (is_local(v.ip))
 		return 1;
 	v.cgroup = bpf_get_current_cgroup_id();
@@ -244,6 +294,8 @@ static __always_inline int judge6(struct bpf_sock_addr *ctx, __u8 hook)
 		.ip = {ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
 		       ctx->user_ip6[3]},
 	};
+	if (ctx->user_port == bpf_htons(53) && redirect_dns(ctx, v.ip, 1))
+		return 1;
 	if (is_local(v.ip))
 		return 1;
 	v.cgroup = bpf_get_current_cgroup_id();
@@ -278,6 +330,80 @@ SEC("cgroup/sendmsg6")
 int sluice_sendmsg6(struct bpf_sock_addr *ctx)
 {
 	return judge6(ctx, HOOK_SENDMSG6);
+}
+
+/* restore_dns makes a reply from the session's resolver look as if it came
+ * from the server the program asked (recvmsg), and a connected socket's
+ * peer the server it connected to (getpeername). */
+static __always_inline int restore_dns(struct bpf_sock_addr *ctx, int v6)
+{
+	__u32 port = ctx->user_port;
+	int v4src;
+
+	if (!v6) {
+		if (ctx->user_ip4 != bpf_htonl(LOOPBACK4))
+			return 1;
+		v4src = 1;
+	} else {
+		__u32 a0 = ctx->user_ip6[0], a1 = ctx->user_ip6[1];
+		__u32 a2 = ctx->user_ip6[2], a3 = ctx->user_ip6[3];
+		if (a0 || a1)
+			return 1;
+		if (a2 == bpf_htonl(0xffff) && a3 == bpf_htonl(LOOPBACK4))
+			v4src = 1;
+		else if (a2 == 0 && a3 == bpf_htonl(1))
+			v4src = 0;
+		else
+			return 1;
+	}
+	__u64 cg = bpf_get_current_cgroup_id();
+	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
+	if (!s)
+		return 1;
+	if (port != (v4src ? s->dns_port4 : s->dns_port6))
+		return 1;
+	struct bpf_sock *sk = ctx->sk;
+	if (!sk)
+		return 1;
+	struct dns_orig *o = bpf_sk_storage_get(&dns_origins, sk, 0, 0);
+	if (!o)
+		return 1;
+	if (!v6) {
+		if (!is_v4mapped(o->ip))
+			return 1;
+		ctx->user_ip4 = o->ip[3];
+	} else {
+		ctx->user_ip6[0] = o->ip[0];
+		ctx->user_ip6[1] = o->ip[1];
+		ctx->user_ip6[2] = o->ip[2];
+		ctx->user_ip6[3] = o->ip[3];
+	}
+	ctx->user_port = o->port;
+	return 1;
+}
+
+SEC("cgroup/recvmsg4")
+int sluice_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return restore_dns(ctx, 0);
+}
+
+SEC("cgroup/recvmsg6")
+int sluice_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	return restore_dns(ctx, 1);
+}
+
+SEC("cgroup/getpeername4")
+int sluice_getpeername4(struct bpf_sock_addr *ctx)
+{
+	return restore_dns(ctx, 0);
+}
+
+SEC("cgroup/getpeername6")
+int sluice_getpeername6(struct bpf_sock_addr *ctx)
+{
+	return restore_dns(ctx, 1);
 }
 
 /* Only TCP and UDP: ICMP ping sockets, SCTP, MPTCP (whose subflows the

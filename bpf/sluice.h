@@ -15,10 +15,22 @@
 /* session.flags */
 #define SESSION_AUDIT 1 /* allow everything, report what would be denied */
 
-/* A session's policy, keyed by the cgroup id of the session's cgroup. */
+/* A session's policy, keyed by the cgroup id of the session's cgroup.
+ * dns_port4/6 (network order) are the loopback ports of the session's
+ * resolver on 127.0.0.1 and ::1; 0 means the session has no resolver and
+ * port 53 is judged like any other port. */
 struct session {
 	__u32 flags;
-	__u32 reserved;
+	__u16 dns_port4;
+	__u16 dns_port6;
+};
+
+/* Where a redirected DNS socket meant to go, kept in the socket's own
+ * storage so that it dies with the socket. */
+struct dns_orig {
+	__u32 ip[4]; /* network order, IPv4 as ::ffff:a.b.c.d */
+	__u16 port;  /* network order */
+	__u16 pad;
 };
 
 /* Per-CPU counters of one session (no atomics on the allowed path). */

@@ -29,6 +29,10 @@ var attachments = []attachment{
 	{"link_sock_create", ebpf.AttachCGroupInetSockCreate, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSockCreate }},
 	{"link_setsockopt", ebpf.AttachCGroupSetsockopt, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSetsockopt }},
 	{"link_egress", ebpf.AttachCGroupInetEgress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceEgress }},
+	{"link_recvmsg4", ebpf.AttachCGroupUDP4Recvmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceRecvmsg4 }},
+	{"link_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceRecvmsg6 }},
+	{"link_getpeername4", ebpf.AttachCgroupInet4GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername4 }},
+	{"link_getpeername6", ebpf.AttachCgroupInet6GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername6 }},
 }
 
 // Datapath is an open handle on the pinned datapath. Closing it releases

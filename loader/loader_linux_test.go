@@ -115,7 +115,7 @@ func TestDatapathJudgesInKernel(t *testing.T) {
 	if !strings.Contains(out, "Operation not permitted") {
 		t.Fatalf("before AddSession: want EPERM, got %q", out)
 	}
-	r, err := f.dp.AddSession(f.cgid, 0)
+	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestDatapathJudgesInKernel(t *testing.T) {
 
 func TestPinnedLinksSurviveReopen(t *testing.T) {
 	f := newFixture(t)
-	if _, err := f.dp.AddSession(f.cgid, FlagAudit); err != nil {
+	if _, err := f.dp.AddSession(f.cgid, SessionConfig{Flags: FlagAudit}); err != nil {
 		t.Fatal(err)
 	}
 	f.dp.Close()
@@ -199,7 +199,7 @@ func TestPinnedLinksSurviveReopen(t *testing.T) {
 	if out := f.inSession(t, `exec 3<>/dev/tcp/203.0.113.7/80`); !strings.Contains(out, "Network is unreachable") {
 		t.Fatalf("audit session after close: want pass-through, got %q", out)
 	}
-	if err := f.dp.SetFlags(f.cgid, 0); err == nil {
+	if err := f.dp.SetSession(f.cgid, SessionConfig{}); err == nil {
 		t.Fatal("closed datapath still usable")
 	}
 	dp, err := Open(filepath.Join("/sys/fs/bpf", filepath.Base(f.root)), f.root)
@@ -207,7 +207,7 @@ func TestPinnedLinksSurviveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	if err := dp.SetFlags(f.cgid, 0); err != nil {
+	if err := dp.SetSession(f.cgid, SessionConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dp.Verify(f.session); err != nil {

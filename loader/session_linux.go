@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -26,10 +27,31 @@ type Counters struct {
 	EventsLost uint64 // denials whose event did not fit in the ring buffer
 }
 
+// SessionConfig is a session's entry in the datapath.
+type SessionConfig struct {
+	Flags SessionFlags
+	// DNSPort4 and DNSPort6 are the ports of the session's resolver on
+	// 127.0.0.1 and ::1. When both are set, the datapath redirects the
+	// session's port-53 traffic there; otherwise port 53 is judged like any
+	// other port.
+	DNSPort4, DNSPort6 uint16
+}
+
+func (c SessionConfig) value() sluiceSession {
+	return sluiceSession{Flags: uint32(c.Flags), DnsPort4: htons(c.DNSPort4), DnsPort6: htons(c.DNSPort6)}
+}
+
+// htons stores a port the way the datapath compares it with user_port.
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
 // AddSession registers a session's cgroup: its counters, its event ring
-// buffer and its policy flags. The returned reader delivers the session's
+// buffer and its configuration. The returned reader delivers the session's
 // events. Until AddSession, tasks of that cgroup are confined to loopback.
-func (d *Datapath) AddSession(cgid uint64, flags SessionFlags) (*ringbuf.Reader, error) {
+func (d *Datapath) AddSession(cgid uint64, cfg SessionConfig) (*ringbuf.Reader, error) {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return nil, fmt.Errorf("count CPUs: %w", err)
@@ -49,16 +71,17 @@ func (d *Datapath) AddSession(cgid uint64, flags SessionFlags) (*ringbuf.Reader,
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %d: %w", cgid, err)
 	}
-	if err := d.SetFlags(cgid, flags); err != nil {
+	if err := d.SetSession(cgid, cfg); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-// SetFlags changes a session's flags.
-func (d *Datapath) SetFlags(cgid uint64, flags SessionFlags) error {
-	if err := d.objs.Sessions.Update(cgid, sluiceSession{Flags: uint32(flags)}, ebpf.UpdateAny); err != nil {
+// SetSession changes a session's configuration atomically.
+func (d *Datapath) SetSession(cgid uint64, cfg SessionConfig) error {
+	v := cfg.value()
+	if err := d.objs.Sessions.Update(cgid, &v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("set policy of session %d: %w", cgid, err)
 	}
 	return nil
@@ -135,6 +158,16 @@ func (d *Datapath) Learn(cgid uint64, addr netip.Addr, expires time.Duration) er
 			return fmt.Errorf("learn %s for session %d: %w: %w", addr, cgid, ErrMapFull, err)
 		}
 		return fmt.Errorf("learn %s for session %d: %w", addr, cgid, err)
+	}
+	return nil
+}
+
+// Forget removes a learned IP of the session (garbage collection of
+// expired answers; the kernel already refuses them after their expiry).
+func (d *Datapath) Forget(cgid uint64, addr netip.Addr) error {
+	k := sluiceLearnedKey{Session: cgid, Addr: addr.Unmap().As16()}
+	if err := d.objs.Learned.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("forget %s for session %d: %w", addr, cgid, err)
 	}
 	return nil
 }

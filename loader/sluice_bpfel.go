@@ -29,6 +29,13 @@ type sluiceCounters struct {
 	EventsLost uint64
 }
 
+type sluiceDnsOrig struct {
+	_    structs.HostLayout
+	Ip   [4]uint32
+	Port uint16
+	Pad  uint16
+}
+
 type sluiceEvent struct {
 	_      structs.HostLayout
 	Ts     uint64
@@ -64,27 +71,33 @@ type sluiceLearnedValue struct {
 type sluiceSession struct {
 	_        structs.HostLayout
 	Flags    uint32
-	Reserved uint32
+	DnsPort4 uint16
+	DnsPort6 uint16
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sluiceMapCidrs             = "cidrs"
-	sluiceMapEvents            = "events"
-	sluiceMapLearned           = "learned"
-	sluiceMapSessionCounters   = "session_counters"
-	sluiceMapSessionEvents     = "session_events"
-	sluiceMapSessions          = "sessions"
-	sluiceProgSluiceConnect4   = "sluice_connect4"
-	sluiceProgSluiceConnect6   = "sluice_connect6"
-	sluiceProgSluiceEgress     = "sluice_egress"
-	sluiceProgSluiceSendmsg4   = "sluice_sendmsg4"
-	sluiceProgSluiceSendmsg6   = "sluice_sendmsg6"
-	sluiceProgSluiceSetsockopt = "sluice_setsockopt"
-	sluiceProgSluiceSockCreate = "sluice_sock_create"
-	sluiceVarUnusedEvent       = "unused_event"
+	sluiceMapCidrs               = "cidrs"
+	sluiceMapDnsOrigins          = "dns_origins"
+	sluiceMapEvents              = "events"
+	sluiceMapLearned             = "learned"
+	sluiceMapSessionCounters     = "session_counters"
+	sluiceMapSessionEvents       = "session_events"
+	sluiceMapSessions            = "sessions"
+	sluiceProgSluiceConnect4     = "sluice_connect4"
+	sluiceProgSluiceConnect6     = "sluice_connect6"
+	sluiceProgSluiceEgress       = "sluice_egress"
+	sluiceProgSluiceGetpeername4 = "sluice_getpeername4"
+	sluiceProgSluiceGetpeername6 = "sluice_getpeername6"
+	sluiceProgSluiceRecvmsg4     = "sluice_recvmsg4"
+	sluiceProgSluiceRecvmsg6     = "sluice_recvmsg6"
+	sluiceProgSluiceSendmsg4     = "sluice_sendmsg4"
+	sluiceProgSluiceSendmsg6     = "sluice_sendmsg6"
+	sluiceProgSluiceSetsockopt   = "sluice_setsockopt"
+	sluiceProgSluiceSockCreate   = "sluice_sock_create"
+	sluiceVarUnusedEvent         = "unused_event"
 )
 
 // loadSluice returns the embedded CollectionSpec for sluice.
@@ -129,13 +142,17 @@ type sluiceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceProgramSpecs struct {
-	SluiceConnect4   *ebpf.ProgramSpec `ebpf:"sluice_connect4"`
-	SluiceConnect6   *ebpf.ProgramSpec `ebpf:"sluice_connect6"`
-	SluiceEgress     *ebpf.ProgramSpec `ebpf:"sluice_egress"`
-	SluiceSendmsg4   *ebpf.ProgramSpec `ebpf:"sluice_sendmsg4"`
-	SluiceSendmsg6   *ebpf.ProgramSpec `ebpf:"sluice_sendmsg6"`
-	SluiceSetsockopt *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
-	SluiceSockCreate *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
+	SluiceConnect4     *ebpf.ProgramSpec `ebpf:"sluice_connect4"`
+	SluiceConnect6     *ebpf.ProgramSpec `ebpf:"sluice_connect6"`
+	SluiceEgress       *ebpf.ProgramSpec `ebpf:"sluice_egress"`
+	SluiceGetpeername4 *ebpf.ProgramSpec `ebpf:"sluice_getpeername4"`
+	SluiceGetpeername6 *ebpf.ProgramSpec `ebpf:"sluice_getpeername6"`
+	SluiceRecvmsg4     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg4"`
+	SluiceRecvmsg6     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg6"`
+	SluiceSendmsg4     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg4"`
+	SluiceSendmsg6     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg6"`
+	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
+	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
 }
 
 // sluiceMapSpecs contains maps before they are loaded into the kernel.
@@ -143,6 +160,7 @@ type sluiceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceMapSpecs struct {
 	Cidrs           *ebpf.MapSpec `ebpf:"cidrs"`
+	DnsOrigins      *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Learned         *ebpf.MapSpec `ebpf:"learned"`
 	SessionCounters *ebpf.MapSpec `ebpf:"session_counters"`
@@ -178,6 +196,7 @@ func (o *sluiceObjects) Close() error {
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceMaps struct {
 	Cidrs           *ebpf.Map `ebpf:"cidrs"`
+	DnsOrigins      *ebpf.Map `ebpf:"dns_origins"`
 	Events          *ebpf.Map `ebpf:"events"`
 	Learned         *ebpf.Map `ebpf:"learned"`
 	SessionCounters *ebpf.Map `ebpf:"session_counters"`
@@ -188,6 +207,7 @@ type sluiceMaps struct {
 func (m *sluiceMaps) Close() error {
 	return _SluiceClose(
 		m.Cidrs,
+		m.DnsOrigins,
 		m.Events,
 		m.Learned,
 		m.SessionCounters,
@@ -207,13 +227,17 @@ type sluiceVariables struct {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluicePrograms struct {
-	SluiceConnect4   *ebpf.Program `ebpf:"sluice_connect4"`
-	SluiceConnect6   *ebpf.Program `ebpf:"sluice_connect6"`
-	SluiceEgress     *ebpf.Program `ebpf:"sluice_egress"`
-	SluiceSendmsg4   *ebpf.Program `ebpf:"sluice_sendmsg4"`
-	SluiceSendmsg6   *ebpf.Program `ebpf:"sluice_sendmsg6"`
-	SluiceSetsockopt *ebpf.Program `ebpf:"sluice_setsockopt"`
-	SluiceSockCreate *ebpf.Program `ebpf:"sluice_sock_create"`
+	SluiceConnect4     *ebpf.Program `ebpf:"sluice_connect4"`
+	SluiceConnect6     *ebpf.Program `ebpf:"sluice_connect6"`
+	SluiceEgress       *ebpf.Program `ebpf:"sluice_egress"`
+	SluiceGetpeername4 *ebpf.Program `ebpf:"sluice_getpeername4"`
+	SluiceGetpeername6 *ebpf.Program `ebpf:"sluice_getpeername6"`
+	SluiceRecvmsg4     *ebpf.Program `ebpf:"sluice_recvmsg4"`
+	SluiceRecvmsg6     *ebpf.Program `ebpf:"sluice_recvmsg6"`
+	SluiceSendmsg4     *ebpf.Program `ebpf:"sluice_sendmsg4"`
+	SluiceSendmsg6     *ebpf.Program `ebpf:"sluice_sendmsg6"`
+	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
+	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
 }
 
 func (p *sluicePrograms) Close() error {
@@ -221,6 +245,10 @@ func (p *sluicePrograms) Close() error {
 		p.SluiceConnect4,
 		p.SluiceConnect6,
 		p.SluiceEgress,
+		p.SluiceGetpeername4,
+		p.SluiceGetpeername6,
+		p.SluiceRecvmsg4,
+		p.SluiceRecvmsg6,
 		p.SluiceSendmsg4,
 		p.SluiceSendmsg6,
 		p.SluiceSetsockopt,

@@ -1,0 +1,83 @@
+package dnsresolver
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// cacheKey identifies an answer: the question and the DNSSEC-OK bit, which
+// changes what the upstream returns.
+type cacheKey struct {
+	name  string
+	qtype uint16
+	class uint16
+	do    bool
+}
+
+type cacheEntry struct {
+	msg     *dns.Msg // filtered, as first answered
+	stored  time.Duration
+	expires time.Duration
+}
+
+// cache holds filtered answers for their clamped TTL, bounded in size; when
+// full, expired entries go first, then an arbitrary one.
+type cache struct {
+	mu  sync.Mutex
+	max int
+	m   map[cacheKey]*cacheEntry
+}
+
+func newCache(max int) *cache { return &cache{max: max, m: map[cacheKey]*cacheEntry{}} }
+
+// get returns a copy of the cached answer with TTLs reduced by its age.
+func (c *cache) get(k cacheKey, now time.Duration) *dns.Msg {
+	c.mu.Lock()
+	e := c.m[k]
+	c.mu.Unlock()
+	if e == nil || e.expires <= now {
+		return nil
+	}
+	m := e.msg.Copy()
+	age := uint32((now - e.stored) / time.Second)
+	for _, sec := range [][]dns.RR{m.Answer, m.Ns} {
+		for _, rr := range sec {
+			h := rr.Header()
+			if h.Ttl > age {
+				h.Ttl -= age
+			} else {
+				h.Ttl = 0
+			}
+		}
+	}
+	return m
+}
+
+func (c *cache) put(k cacheKey, m *dns.Msg, now, ttl time.Duration) {
+	if ttl <= 0 || c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		for kk, e := range c.m {
+			if e.expires <= now {
+				delete(c.m, kk)
+			}
+		}
+		for kk := range c.m {
+			if len(c.m) < c.max {
+				break
+			}
+			delete(c.m, kk)
+		}
+	}
+	c.m[k] = &cacheEntry{msg: m.Copy(), stored: now, expires: now + ttl}
+}
+
+func keyOf(q dns.Question, do bool) cacheKey {
+	return cacheKey{name: strings.ToLower(q.Name), qtype: q.Qtype, class: q.Qclass, do: do}
+}

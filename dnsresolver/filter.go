@@ -1,0 +1,113 @@
+package dnsresolver
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// maxChain bounds how many CNAMEs are followed: a loop or an absurdly long
+// chain in a hostile answer ends there.
+const maxChain = 16
+
+// Learned is an address of the answer that the session may reach.
+type Learned struct {
+	Addr netip.Addr
+	TTL  uint32 // as answered, before clamping
+}
+
+// Dropped is an address removed from the answer, and why.
+type Dropped struct {
+	Name string
+	Addr netip.Addr
+	Why  string
+}
+
+// FilterAnswer rewrites resp, an upstream answer to a question for qname
+// (lower-case, fully qualified), so that it holds only what the session may
+// use: the CNAME chain that starts at qname, the A/AAAA records of its names
+// that are not rebinding addresses (unless allowPrivate), and the other
+// record types of those names. SVCB/HTTPS address hints are stripped. It
+// returns the addresses to learn and those it dropped. The authority and
+// additional sections are emptied of everything but the OPT and SOA
+// records: glue would be unlearned addresses.
+func FilterAnswer(resp *dns.Msg, qname string, allowPrivate bool) (learn []Learned, dropped []Dropped) {
+	chain := map[string]bool{qname: true}
+	cur := qname
+	for range maxChain {
+		next := ""
+		for _, rr := range resp.Answer {
+			if c, ok := rr.(*dns.CNAME); ok && strings.EqualFold(c.Hdr.Name, cur) {
+				next = strings.ToLower(dns.Fqdn(c.Target))
+				break
+			}
+		}
+		if next == "" || chain[next] {
+			break
+		}
+		chain[next] = true
+		cur = next
+	}
+
+	kept := resp.Answer[:0]
+	for _, rr := range resp.Answer {
+		owner := strings.ToLower(rr.Header().Name)
+		if !chain[owner] {
+			continue
+		}
+		var addr netip.Addr
+		switch r := rr.(type) {
+		case *dns.A:
+			addr, _ = netip.AddrFromSlice(r.A.To4())
+		case *dns.AAAA:
+			addr, _ = netip.AddrFromSlice(r.AAAA.To16())
+		case *dns.SVCB:
+			r.Value = stripHints(r.Value)
+		case *dns.HTTPS:
+			r.Value = stripHints(r.Value)
+		}
+		if _, isA := rr.(*dns.A); isA || isAAAA(rr) {
+			if why, bad := Rebinding(addr); bad && !allowPrivate {
+				dropped = append(dropped, Dropped{Name: owner, Addr: addr, Why: why})
+				continue
+			}
+			learn = append(learn, Learned{Addr: addr.Unmap(), TTL: rr.Header().Ttl})
+		}
+		kept = append(kept, rr)
+	}
+	resp.Answer = kept
+
+	ns := resp.Ns[:0]
+	for _, rr := range resp.Ns {
+		if _, ok := rr.(*dns.SOA); ok {
+			ns = append(ns, rr)
+		}
+	}
+	resp.Ns = ns
+	extra := resp.Extra[:0]
+	for _, rr := range resp.Extra {
+		if _, ok := rr.(*dns.OPT); ok {
+			extra = append(extra, rr)
+		}
+	}
+	resp.Extra = extra
+	return learn, dropped
+}
+
+func isAAAA(rr dns.RR) bool {
+	_, ok := rr.(*dns.AAAA)
+	return ok
+}
+
+func stripHints(kv []dns.SVCBKeyValue) []dns.SVCBKeyValue {
+	out := kv[:0]
+	for _, v := range kv {
+		switch v.(type) {
+		case *dns.SVCBIPv4Hint, *dns.SVCBIPv6Hint:
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,265 @@
+package dnsresolver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/sluice-dev/sluice/allowlist"
+)
+
+// Resolve computes the reply to req from client. It never returns nil.
+func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) *dns.Msg {
+	if req.Opcode != dns.OpcodeQuery {
+		return reply(req, dns.RcodeNotImplemented)
+	}
+	if len(req.Question) != 1 {
+		return reply(req, dns.RcodeFormatError)
+	}
+	q := req.Question[0]
+	qtype := dns.TypeToString[q.Qtype]
+	if qtype == "" {
+		qtype = "TYPE" + strconv.Itoa(int(q.Qtype))
+	}
+	name, err := allowlist.NormalizeName(q.Name)
+	if err != nil || q.Qclass != dns.ClassINET {
+		reason := "not a valid host name"
+		if err == nil {
+			reason = "only class IN is answered"
+		}
+		r.event(Event{Kind: EventRefused, Name: printable(q.Name), QType: qtype, Client: client, Reason: reason})
+		return reply(req, dns.RcodeRefused)
+	}
+	if allowlist.IsLoopbackName(name) {
+		return localhostReply(req)
+	}
+	if q.Qtype == dns.TypePTR {
+		return r.ptr(req, name, client)
+	}
+
+	entry, ok := r.policy.Load().MatchName(name)
+	if !ok {
+		r.event(Event{Kind: EventRefused, Audit: r.cfg.Audit, Name: name, QType: qtype, Client: client, Reason: "not in the allowlist"})
+		if !r.cfg.Audit {
+			return reply(req, dns.RcodeRefused)
+		}
+	}
+	fqdn := dns.Fqdn(name)
+	do := false
+	if opt := req.IsEdns0(); opt != nil {
+		do = opt.Do()
+	}
+	key := keyOf(dns.Question{Name: fqdn, Qtype: q.Qtype, Qclass: q.Qclass}, do)
+	now := r.cfg.Clock()
+	if m := r.cache.get(key, now); m != nil {
+		return finish(req, m)
+	}
+
+	up := new(dns.Msg)
+	up.SetQuestion(fqdn, q.Qtype)
+	up.RecursionDesired = req.RecursionDesired
+	up.CheckingDisabled = req.CheckingDisabled
+	up.SetEdns0(upstreamUDPSize, do)
+	resp, err := r.forward(ctx, up)
+	if err != nil {
+		r.event(Event{Kind: EventUpstreamFailed, Name: name, QType: qtype, Client: client, Reason: err.Error()})
+		return reply(req, dns.RcodeServerFailure)
+	}
+
+	allowPrivate := entry.AllowPrivate
+	if r.cfg.Audit {
+		// Report what would be dropped, then keep everything.
+		_, dropped := FilterAnswer(resp.Copy(), fqdn, allowPrivate)
+		for _, d := range dropped {
+			r.event(Event{Kind: EventRebinding, Audit: true, Name: d.Name, QType: qtype, Addr: d.Addr, Client: client, Reason: d.Why})
+		}
+		allowPrivate = true
+	}
+	learn, dropped := FilterAnswer(resp, fqdn, allowPrivate)
+	for _, d := range dropped {
+		r.event(Event{Kind: EventRebinding, Name: d.Name, QType: qtype, Addr: d.Addr, Client: client, Reason: d.Why})
+	}
+
+	// Clamp TTLs: a client must not cache an answer longer than the kernel
+	// keeps its addresses.
+	maxTTL := uint32(r.cfg.MaxTTL / time.Second)
+	minTTL := uint32(r.cfg.MinTTL / time.Second)
+	cacheTTL := maxTTL
+	for _, sec := range [][]dns.RR{resp.Answer, resp.Ns} {
+		for _, rr := range sec {
+			h := rr.Header()
+			h.Ttl = min(h.Ttl, maxTTL)
+			if soa, ok := rr.(*dns.SOA); ok {
+				h.Ttl = min(h.Ttl, soa.Minttl)
+			}
+			cacheTTL = min(cacheTTL, h.Ttl)
+		}
+	}
+	if len(resp.Answer)+len(resp.Ns) == 0 {
+		cacheTTL = 0
+	}
+
+	if len(learn) > 0 {
+		addrs := make([]netip.Addr, len(learn))
+		expires := make([]time.Duration, len(learn))
+		for i, l := range learn {
+			ttl := min(max(l.TTL, minTTL), maxTTL)
+			addrs[i] = l.Addr
+			expires[i] = now + time.Duration(ttl)*time.Second + r.cfg.Grace
+		}
+		if err := r.learned.learn(r.cfg.Learner, name, now, addrs, expires, r.cfg.MaxIPsPerName); err != nil {
+			kind := EventMapFull
+			if errors.Is(err, ErrCapReached) {
+				kind = EventCapReached
+			}
+			r.event(Event{Kind: kind, Name: name, QType: qtype, Client: client, Reason: err.Error()})
+			return reply(req, dns.RcodeServerFailure)
+		}
+	}
+	if resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError {
+		r.cache.put(key, resp, now, time.Duration(cacheTTL)*time.Second)
+	}
+	return finish(req, resp)
+}
+
+// forward asks each upstream in turn until one answers.
+func (r *Resolver) forward(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
+	var errs []error
+	for _, u := range r.ups {
+		resp, err := u.exchange(ctx, q)
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// ptr answers a reverse query from the addresses the session learned.
+func (r *Resolver) ptr(req *dns.Msg, name string, client netip.AddrPort) *dns.Msg {
+	addr, ok := reverseAddr(name)
+	if ok {
+		names, ttl := r.learned.namesOf(addr, r.cfg.Clock())
+		if len(names) > 0 {
+			m := reply(req, dns.RcodeSuccess)
+			for _, n := range names {
+				m.Answer = append(m.Answer, &dns.PTR{
+					Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: uint32(ttl / time.Second)},
+					Ptr: dns.Fqdn(n),
+				})
+			}
+			return m
+		}
+	}
+	r.event(Event{Kind: EventRefused, Name: name, QType: "PTR", Client: client, Reason: "reverse lookups are answered only for addresses this session learned"})
+	return reply(req, dns.RcodeRefused)
+}
+
+// reverseAddr parses an in-addr.arpa or ip6.arpa name.
+func reverseAddr(name string) (netip.Addr, bool) {
+	name = strings.TrimSuffix(name, ".")
+	switch {
+	case strings.HasSuffix(name, ".in-addr.arpa"):
+		parts := strings.Split(strings.TrimSuffix(name, ".in-addr.arpa"), ".")
+		if len(parts) != 4 {
+			return netip.Addr{}, false
+		}
+		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+			parts[i], parts[j] = parts[j], parts[i]
+		}
+		a, err := netip.ParseAddr(strings.Join(parts, "."))
+		return a, err == nil && a.Is4()
+	case strings.HasSuffix(name, ".ip6.arpa"):
+		nibbles := strings.Split(strings.TrimSuffix(name, ".ip6.arpa"), ".")
+		if len(nibbles) != 32 {
+			return netip.Addr{}, false
+		}
+		var b strings.Builder
+		for i := 31; i >= 0; i-- {
+			if len(nibbles[i]) != 1 {
+				return netip.Addr{}, false
+			}
+			b.WriteString(nibbles[i])
+			if i%4 == 0 && i > 0 {
+				b.WriteByte(':')
+			}
+		}
+		a, err := netip.ParseAddr(b.String())
+		return a, err == nil
+	}
+	return netip.Addr{}, false
+}
+
+// localhostReply answers localhost names with loopback, as RFC 6761 asks,
+// without forwarding anything.
+func localhostReply(req *dns.Msg) *dns.Msg {
+	m := reply(req, dns.RcodeSuccess)
+	q := req.Question[0]
+	hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: 3600}
+	switch q.Qtype {
+	case dns.TypeA:
+		hdr.Rrtype = dns.TypeA
+		m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: net.IPv4(127, 0, 0, 1)})
+	case dns.TypeAAAA:
+		hdr.Rrtype = dns.TypeAAAA
+		m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: net.IPv6loopback})
+	}
+	return m
+}
+
+// reply is an empty answer to req with rcode.
+func reply(req *dns.Msg, rcode int) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetRcode(req, rcode)
+	m.RecursionAvailable = true
+	if opt := req.IsEdns0(); opt != nil {
+		m.SetEdns0(upstreamUDPSize, opt.Do())
+	}
+	return m
+}
+
+// finish turns a (cached or fresh) upstream answer into the reply to req:
+// the client's ID and question (with its letter case), our EDNS0.
+func finish(req *dns.Msg, resp *dns.Msg) *dns.Msg {
+	m := resp.Copy()
+	m.Id = req.Id
+	m.Response = true
+	m.Opcode = req.Opcode
+	m.RecursionDesired = req.RecursionDesired
+	m.RecursionAvailable = true
+	m.Question = req.Question
+	m.Compress = true
+	extra := m.Extra[:0]
+	for _, rr := range m.Extra {
+		if _, ok := rr.(*dns.OPT); !ok {
+			extra = append(extra, rr)
+		}
+	}
+	m.Extra = extra
+	if opt := req.IsEdns0(); opt != nil {
+		m.SetEdns0(upstreamUDPSize, opt.Do())
+	}
+	return m
+}
+
+// printable keeps an invalid query name readable and bounded in logs.
+func printable(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, s)
+}

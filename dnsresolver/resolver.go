@@ -1,0 +1,296 @@
+package dnsresolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/sluice-dev/sluice/allowlist"
+)
+
+// Defaults of Config, documented in the package comment.
+const (
+	DefaultMinTTL        = 5 * time.Second
+	DefaultMaxTTL        = time.Hour
+	DefaultGrace         = 10 * time.Second
+	DefaultMaxIPsPerName = 64
+	DefaultTimeout       = 2 * time.Second
+	DefaultCacheSize     = 10000
+	// upstreamUDPSize is the EDNS0 buffer size sluice advertises upstream
+	// (the DNS flag day 2020 value: no IP fragmentation).
+	upstreamUDPSize = 1232
+)
+
+// ErrMapFull is what a Learner returns (wrapped) when the datapath has no
+// room for another learned address.
+var ErrMapFull = errors.New("learned-IP map full")
+
+// Config configures a Resolver.
+type Config struct {
+	Policy    *allowlist.Policy
+	Upstreams []string // host:port
+	Learner   Learner  // nil: learn nothing (resolver-only use)
+	// Clock is the datapath's clock (CLOCK_BOOTTIME on Linux); expiries
+	// given to the Learner are on it.
+	Clock         func() time.Duration
+	Audit         bool // forward and learn everything, report what would be refused
+	MinTTL        time.Duration
+	MaxTTL        time.Duration
+	Grace         time.Duration
+	MaxIPsPerName int
+	Timeout       time.Duration // per upstream attempt
+	CacheSize     int
+	OnEvent       func(Event) // called synchronously; keep it short
+}
+
+// EventKind says what a resolver event is about.
+type EventKind int
+
+// The resolver's events.
+const (
+	EventRefused        EventKind = iota + 1 // name not allowed: REFUSED, not forwarded
+	EventRebinding                           // an address was removed from an answer
+	EventCapReached                          // per-name cap: SERVFAIL
+	EventMapFull                             // datapath map full: SERVFAIL
+	EventUpstreamFailed                      // no upstream answered: SERVFAIL
+)
+
+// Event is something the user should hear about.
+type Event struct {
+	Kind   EventKind
+	Audit  bool // would have happened without --audit
+	Name   string
+	QType  string
+	Addr   netip.Addr     // EventRebinding: the dropped address
+	Client netip.AddrPort // who asked (a loopback socket of the session)
+	Reason string
+}
+
+// String is the line a user reads.
+func (e Event) String() string {
+	prefix := "refused"
+	if e.Audit {
+		prefix = "audit: would refuse"
+	}
+	switch e.Kind {
+	case EventRefused:
+		return fmt.Sprintf("%s DNS query for %s (%s): %s", prefix, e.Name, e.QType, e.Reason)
+	case EventRebinding:
+		if e.Audit {
+			prefix = "audit: would drop"
+		} else {
+			prefix = "dropped"
+		}
+		return fmt.Sprintf("%s %s from the answer for %s: %s address (DNS rebinding); add allow_private to the entry if this is intended", prefix, e.Addr, e.Name, e.Reason)
+	case EventCapReached, EventMapFull, EventUpstreamFailed:
+		return fmt.Sprintf("SERVFAIL for %s (%s): %s", e.Name, e.QType, e.Reason)
+	}
+	return fmt.Sprintf("DNS event %d for %s: %s", e.Kind, e.Name, e.Reason)
+}
+
+// Resolver is one session's resolver.
+type Resolver struct {
+	cfg     Config
+	policy  atomic.Pointer[allowlist.Policy]
+	ups     []*upstream
+	cache   *cache
+	learned *learnedSet
+
+	mu      sync.Mutex
+	servers []*dns.Server
+	port4   uint16
+	port6   uint16
+	stopGC  chan struct{}
+	gcDone  chan struct{}
+}
+
+// New checks cfg and returns a resolver that is not listening yet.
+func New(cfg Config) (*Resolver, error) {
+	if len(cfg.Upstreams) == 0 {
+		return nil, errors.New("no upstream DNS server: pass --dns-upstream ADDR[:PORT]")
+	}
+	if cfg.Clock == nil {
+		start := time.Now()
+		cfg.Clock = func() time.Duration { return time.Since(start) }
+	}
+	if cfg.MinTTL <= 0 {
+		cfg.MinTTL = DefaultMinTTL
+	}
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = DefaultMaxTTL
+	}
+	if cfg.MaxTTL < cfg.MinTTL {
+		return nil, fmt.Errorf("DNS TTL bounds: max %v is below min %v", cfg.MaxTTL, cfg.MinTTL)
+	}
+	if cfg.Grace < 0 {
+		return nil, fmt.Errorf("DNS grace %v is negative", cfg.Grace)
+	}
+	if cfg.MaxIPsPerName <= 0 {
+		cfg.MaxIPsPerName = DefaultMaxIPsPerName
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.CacheSize == 0 {
+		cfg.CacheSize = DefaultCacheSize
+	}
+	r := &Resolver{cfg: cfg, cache: newCache(cfg.CacheSize), learned: newLearnedSet()}
+	for _, u := range cfg.Upstreams {
+		addr, err := UpstreamAddr(u)
+		if err != nil {
+			return nil, err
+		}
+		r.ups = append(r.ups, newUpstream(addr, cfg.Timeout))
+	}
+	r.policy.Store(cfg.Policy)
+	return r, nil
+}
+
+// UpstreamAddr normalises ADDR[:PORT] (IPv6 in brackets when a port is
+// given) to host:port, port 53 by default. Only IP addresses: resolving the
+// resolver's own name would need a resolver.
+func UpstreamAddr(s string) (string, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.String(), nil
+	}
+	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+		return netip.AddrPortFrom(a, 53).String(), nil
+	}
+	return "", fmt.Errorf("DNS upstream %q: want an IP address with an optional :port (IPv6 as [addr]:port)", s)
+}
+
+// SetPolicy swaps the policy; queries in flight finish under the old one.
+func (r *Resolver) SetPolicy(p *allowlist.Policy) { r.policy.Store(p) }
+
+// ListenLoopback serves UDP and TCP on 127.0.0.1 and ::1, each family on
+// one kernel-chosen port shared by UDP and TCP (the datapath redirects both
+// protocols to one port), and starts the garbage collector.
+func (r *Resolver) ListenLoopback() error {
+	p4, err := r.listenPair("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	p6, err := r.listenPair("::1")
+	if err != nil {
+		r.Close()
+		return err
+	}
+	r.mu.Lock()
+	r.port4, r.port6 = p4, p6
+	r.stopGC, r.gcDone = make(chan struct{}), make(chan struct{})
+	r.mu.Unlock()
+	go r.gcLoop()
+	return nil
+}
+
+func (r *Resolver) listenPair(ip string) (uint16, error) {
+	var lastErr error
+	for range 20 {
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return 0, fmt.Errorf("resolver: listen UDP on %s: %w", ip, err)
+		}
+		port := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
+		if err != nil {
+			pc.Close()
+			lastErr = err
+			continue
+		}
+		r.serve(&dns.Server{PacketConn: pc, Handler: r, UDPSize: dns.MaxMsgSize})
+		r.serve(&dns.Server{Listener: l, Handler: r})
+		return port, nil
+	}
+	return 0, fmt.Errorf("resolver: no port free for both UDP and TCP on %s: %w", ip, lastErr)
+}
+
+func (r *Resolver) serve(s *dns.Server) {
+	started := make(chan struct{})
+	s.NotifyStartedFunc = func() { close(started) }
+	r.mu.Lock()
+	r.servers = append(r.servers, s)
+	r.mu.Unlock()
+	go func() { _ = s.ActivateAndServe() }()
+	<-started
+}
+
+// Ports are the loopback ports on 127.0.0.1 and ::1.
+func (r *Resolver) Ports() (v4, v6 uint16) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.port4, r.port6
+}
+
+// LearnedCount is the number of addresses the session has learned.
+func (r *Resolver) LearnedCount() int { return r.learned.size() }
+
+// Close stops serving and the garbage collector. Learned addresses stay
+// in the datapath until the session is removed.
+func (r *Resolver) Close() {
+	r.mu.Lock()
+	servers := r.servers
+	r.servers = nil
+	stop, done := r.stopGC, r.gcDone
+	r.stopGC = nil
+	r.mu.Unlock()
+	for _, s := range servers {
+		_ = s.Shutdown()
+	}
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	for _, u := range r.ups {
+		u.close()
+	}
+}
+
+func (r *Resolver) gcLoop() {
+	defer close(r.gcDone)
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stopGC:
+			return
+		case <-t.C:
+			_, _ = r.GC()
+		}
+	}
+}
+
+// GC forgets expired learned addresses now (the kernel already refuses
+// them; this only frees map space).
+func (r *Resolver) GC() (int, error) {
+	return r.learned.gc(r.cfg.Learner, r.cfg.Clock())
+}
+
+func (r *Resolver) event(e Event) {
+	if r.cfg.OnEvent != nil {
+		r.cfg.OnEvent(e)
+	}
+}
+
+// ServeDNS answers one query.
+func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	client, _ := netip.ParseAddrPort(w.RemoteAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(r.ups)+1)*r.cfg.Timeout)
+	defer cancel()
+	resp := r.Resolve(ctx, req, client)
+	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
+		size := dns.MinMsgSize
+		if opt := req.IsEdns0(); opt != nil {
+			size = max(int(opt.UDPSize()), dns.MinMsgSize)
+		}
+		resp.Truncate(size)
+	}
+	_ = w.WriteMsg(resp)
+}

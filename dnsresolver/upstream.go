@@ -1,0 +1,202 @@
+package dnsresolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+const (
+	// socketsPerUpstream sockets are used round-robin per upstream server.
+	socketsPerUpstream = 4
+	// maxUsesPerSocket queries after which a socket is replaced, so the
+	// source port keeps changing without a socket per query.
+	maxUsesPerSocket = 512
+)
+
+// upstream is one upstream server reached over a small pool of connected
+// UDP sockets whose replies are matched to queries by ID and question.
+type upstream struct {
+	addr    string
+	timeout time.Duration
+
+	mu    sync.Mutex
+	socks [socketsPerUpstream]*upSock
+	next  int
+}
+
+type waiter struct {
+	q  dns.Question
+	ch chan *dns.Msg
+}
+
+type upSock struct {
+	conn    *net.UDPConn
+	mu      sync.Mutex
+	pending map[uint16]waiter
+	uses    int
+	retired bool
+}
+
+func newUpstream(addr string, timeout time.Duration) *upstream {
+	return &upstream{addr: addr, timeout: timeout}
+}
+
+// sock returns a socket with room for another query, replacing a worn one.
+func (u *upstream) sock() (*upSock, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	i := u.next
+	u.next = (u.next + 1) % len(u.socks)
+	s := u.socks[i]
+	if s != nil {
+		s.mu.Lock()
+		worn := s.uses >= maxUsesPerSocket
+		if worn {
+			s.retired = true
+			if len(s.pending) == 0 {
+				s.conn.Close()
+			}
+		}
+		s.uses++
+		s.mu.Unlock()
+		if !worn {
+			return s, nil
+		}
+	}
+	raddr, err := net.ResolveUDPAddr("udp", u.addr)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", u.addr, err)
+	}
+	conn, err := net.DialUDP("udp", nil, raddr)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", u.addr, err)
+	}
+	s = &upSock{conn: conn, pending: map[uint16]waiter{}, uses: 1}
+	u.socks[i] = s
+	go s.read()
+	return s, nil
+}
+
+// read delivers replies to their waiters. A reply whose ID is not pending,
+// or whose question differs from the query's, is dropped: it is late, or
+// spoofed.
+func (s *upSock) read() {
+	buf := make([]byte, dns.MaxMsgSize)
+	for {
+		n, err := s.conn.Read(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		m := new(dns.Msg)
+		if m.Unpack(buf[:n]) != nil || !m.Response {
+			continue
+		}
+		s.mu.Lock()
+		w, ok := s.pending[m.Id]
+		if ok && len(m.Question) == 1 && sameQuestion(m.Question[0], w.q) {
+			delete(s.pending, m.Id)
+			w.ch <- m
+		}
+		if s.retired && len(s.pending) == 0 {
+			s.conn.Close()
+		}
+		s.mu.Unlock()
+	}
+}
+
+func sameQuestion(a, b dns.Question) bool {
+	return a.Qtype == b.Qtype && a.Qclass == b.Qclass && strings.EqualFold(a.Name, b.Name)
+}
+
+// exchange sends q over UDP with a fresh random ID and waits for the
+// matching reply; a truncated reply is retried over TCP.
+func (u *upstream) exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
+	s, err := u.sock()
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *dns.Msg, 1)
+	s.mu.Lock()
+	var id uint16
+	for {
+		id = uint16(rand.Uint32())
+		if _, busy := s.pending[id]; !busy {
+			break
+		}
+	}
+	s.pending[id] = waiter{q: q.Question[0], ch: ch}
+	s.mu.Unlock()
+	unregister := func() {
+		s.mu.Lock()
+		delete(s.pending, id)
+		if s.retired && len(s.pending) == 0 {
+			s.conn.Close()
+		}
+		s.mu.Unlock()
+	}
+
+	m := q.Copy()
+	m.Id = id
+	wire, err := m.Pack()
+	if err != nil {
+		unregister()
+		return nil, fmt.Errorf("pack query: %w", err)
+	}
+	if _, err := s.conn.Write(wire); err != nil {
+		unregister()
+		return nil, fmt.Errorf("send to %s: %w", u.addr, err)
+	}
+	timer := time.NewTimer(u.timeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if r.Truncated {
+			return u.exchangeTCP(ctx, q)
+		}
+		return r, nil
+	case <-timer.C:
+		unregister()
+		return nil, fmt.Errorf("upstream %s: no answer within %v", u.addr, u.timeout)
+	case <-ctx.Done():
+		unregister()
+		return nil, ctx.Err()
+	}
+}
+
+func (u *upstream) exchangeTCP(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	m := q.Copy()
+	m.Id = dns.Id()
+	c := &dns.Client{Net: "tcp", Timeout: u.timeout}
+	r, _, err := c.ExchangeContext(ctx, m, u.addr)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s over TCP: %w", u.addr, err)
+	}
+	if r.Id != m.Id || len(r.Question) != 1 || !sameQuestion(r.Question[0], q.Question[0]) {
+		return nil, fmt.Errorf("upstream %s over TCP: reply does not match the query", u.addr)
+	}
+	return r, nil
+}
+
+func (u *upstream) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i, s := range u.socks {
+		if s != nil {
+			s.conn.Close()
+			u.socks[i] = nil
+		}
+	}
+}
