@@ -130,6 +130,9 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 
 // forward asks each upstream in turn until one answers.
 func (r *Resolver) forward(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
+	if len(r.ups) == 0 {
+		return nil, errors.New("no upstream DNS server configured (--dns-upstream ADDR[:PORT])")
+	}
 	var errs []error
 	for _, u := range r.ups {
 		resp, err := u.exchange(ctx, q)

@@ -114,9 +114,6 @@ type Resolver struct {
 
 // New checks cfg and returns a resolver that is not listening yet.
 func New(cfg Config) (*Resolver, error) {
-	if len(cfg.Upstreams) == 0 {
-		return nil, errors.New("no upstream DNS server: pass --dns-upstream ADDR[:PORT]")
-	}
 	if cfg.Clock == nil {
 		start := time.Now()
 		cfg.Clock = func() time.Duration { return time.Since(start) }

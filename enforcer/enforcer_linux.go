@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 )
 
@@ -85,15 +86,20 @@ type Options struct {
 	Audit     bool  // allow everything, report what would be denied
 	PidsMax   int64 // 0: no limit
 	MemoryMax int64 // 0: no limit
+	// DNS starts the session's resolver and redirects its DNS traffic
+	// there; nil leaves port 53 to be judged like any other port.
+	DNS *DNSOptions
 }
 
 // Session is a running confined session owned by this process.
 type Session struct {
-	e      *Enforcer
-	cg     *cgroups.Session
-	lock   *os.File
-	events *ringbuf.Reader
-	closed bool
+	e        *Enforcer
+	cg       *cgroups.Session
+	lock     *os.File
+	events   *ringbuf.Reader
+	cfg      loader.SessionConfig
+	resolver *dnsresolver.Resolver
+	closed   bool
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -120,9 +126,8 @@ func (e *Enforcer) NewSession(opts Options) (s *Session, err error) {
 	if s.cg, err = e.root.NewSession(name); err != nil {
 		return nil, fmt.Errorf("create session cgroup: %w", err)
 	}
-	flags := loader.SessionFlags(0)
 	if opts.Audit {
-		flags |= loader.FlagAudit
+		s.cfg.Flags |= loader.FlagAudit
 	}
 	id := s.cg.ID()
 	if opts.Policy != nil {
@@ -130,8 +135,13 @@ func (e *Enforcer) NewSession(opts Options) (s *Session, err error) {
 			return nil, err
 		}
 	}
-	if s.events, err = e.dp.AddSession(id, flags); err != nil {
+	if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
 		return nil, err
+	}
+	if opts.DNS != nil {
+		if err := s.startResolver(opts); err != nil {
+			return nil, err
+		}
 	}
 	if opts.PidsMax > 0 {
 		if err := s.cg.SetPidsMax(opts.PidsMax); err != nil {
@@ -201,6 +211,9 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	if s.resolver != nil {
+		s.resolver.Close()
+	}
 	if s.cg != nil {
 		if err := s.cg.Remove(5 * time.Second); err != nil {
 			errs = append(errs, err)

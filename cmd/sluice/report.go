@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 )
 
@@ -23,6 +24,7 @@ type reporter struct {
 	suppressed int
 	denied     int
 	audited    int
+	dnsRefused int
 	dests      map[string]bool
 }
 
@@ -40,6 +42,28 @@ func (r *reporter) Report(e loader.Event) {
 		r.denied++
 	}
 	r.dests[e.Destination()] = true
+	r.print(e.String)
+}
+
+// ReportDNS accounts for a resolver event; who names the asking process
+// and is only called for lines that get printed (it reads /proc).
+func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Kind == dnsresolver.EventRefused && !e.Audit {
+		r.dnsRefused++
+	}
+	r.print(func() string {
+		line := e.String()
+		if w := who(); w != "" {
+			line += " (asked by " + w + ")"
+		}
+		return line
+	})
+}
+
+// print writes one line unless the token bucket is empty. r.mu is held.
+func (r *reporter) print(line func() string) {
 	now := r.now()
 	if !r.last.IsZero() {
 		r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.rate)
@@ -54,7 +78,7 @@ func (r *reporter) Report(e loader.Event) {
 		fmt.Fprintf(r.w, "sluice: (%d more denials not shown)\n", r.suppressed)
 		r.suppressed = 0
 	}
-	fmt.Fprintf(r.w, "sluice: %s\n", e)
+	fmt.Fprintf(r.w, "sluice: %s\n", line())
 }
 
 // Summary is the line printed when the command exits, or "" when nothing
@@ -68,8 +92,16 @@ func (r *reporter) Summary() string {
 		s = fmt.Sprintf("sluice: denied %d attempt%s to reach %d destination%s", r.denied, plural(r.denied), len(r.dests), plural(len(r.dests)))
 	case r.audited > 0:
 		s = fmt.Sprintf("sluice: audit: %d attempt%s to reach %d destination%s would have been denied", r.audited, plural(r.audited), len(r.dests), plural(len(r.dests)))
-	default:
+	case r.dnsRefused == 0:
 		return ""
+	}
+	if r.dnsRefused > 0 {
+		if s == "" {
+			s = "sluice:"
+		} else {
+			s += ";"
+		}
+		s += fmt.Sprintf(" refused %d DNS quer%s", r.dnsRefused, map[bool]string{true: "y", false: "ies"}[r.dnsRefused == 1])
 	}
 	if r.suppressed > 0 {
 		s += fmt.Sprintf(" (%d not shown above)", r.suppressed)

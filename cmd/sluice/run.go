@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/dnsresolver"
 )
 
 // runOptions are the flags of `sluice run`. Their names are an interface
@@ -19,6 +20,12 @@ type runOptions struct {
 	audit     bool
 	pidsMax   int64
 	memoryMax string
+
+	dnsUpstreams []string
+	dnsTTLMin    time.Duration
+	dnsTTLMax    time.Duration
+	dnsGrace     time.Duration
+	dnsMaxIPs    int
 }
 
 func newRunCmd() *cobra.Command {
@@ -60,6 +67,11 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 	f.BoolVar(&o.audit, "audit", false, "allow everything, but report what would have been denied")
 	f.Int64Var(&o.pidsMax, "pids-max", 0, "limit the number of processes in the session (cgroup pids.max)")
 	f.StringVar(&o.memoryMax, "memory-max", "", "limit the session's memory, e.g. 512M or 2G (cgroup memory.max)")
+	f.StringArrayVar(&o.dnsUpstreams, "dns-upstream", nil, "forward allowed names to this DNS server, ADDR[:PORT] (repeatable; default: the host's resolv.conf)")
+	f.DurationVar(&o.dnsTTLMin, "dns-ttl-min", dnsresolver.DefaultMinTTL, "learn answers for at least this long")
+	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
+	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
+	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
 	return cmd
 }
 
@@ -78,13 +90,4 @@ func (o runOptions) policy() (*allowlist.Policy, error) {
 		p = p.Merge(f)
 	}
 	return p, nil
-}
-
-// nameEntries lists the host-name entries of a policy for messages.
-func nameEntries(p *allowlist.Policy) string {
-	var names []string
-	for _, e := range p.Names() {
-		names = append(names, e.String())
-	}
-	return strings.Join(names, ", ")
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 )
 
@@ -34,9 +36,6 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 	if err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
-	if names := nameEntries(policy); names != "" {
-		fmt.Fprintf(stderr, "sluice: note: host-name entries are accepted but not yet enforced by name (no DNS learning yet), so they stay unreachable: %s\n", names)
-	}
 
 	cfg, err := enforcer.ConfigFromEnv()
 	if err != nil {
@@ -47,17 +46,30 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 		return fail(err)
 	}
 	defer e.Close()
-	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax})
+	rep := newReporter(stderr)
+	var sess atomic.Pointer[enforcer.Session] // set before the command can ask anything
+	dns := &enforcer.DNSOptions{
+		Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs,
+		OnEvent: func(ev dnsresolver.Event) {
+			rep.ReportDNS(ev, func() string {
+				if s := sess.Load(); s != nil {
+					return s.SocketOwner(ev.Client)
+				}
+				return ""
+			})
+		},
+	}
+	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns})
 	if err != nil {
 		return fail(err)
 	}
+	sess.Store(s)
 	defer func() {
 		if err := s.Close(); err != nil {
 			fmt.Fprintf(stderr, "sluice: cleaning up session %s: %v\n", s.Name(), err)
 		}
 	}()
 
-	rep := newReporter(stderr)
 	var readers sync.WaitGroup
 	readers.Go(func() {
 		for {

@@ -40,6 +40,11 @@
 //	daemonize OUTFILE ACTION ARGS...  double fork + setsid; the grandchild runs ACTION
 //	                            once its parent is gone and writes its JSON line to OUTFILE
 //	escape-cgroup ACTION ARGS...      try to move into every ancestor cgroup, then run ACTION
+//	dns SERVER PORT NAME TYPE MODE    one DNS query (MODE udp = connected UDP socket like dig,
+//	                            udp-unconnected = sendto/recvfrom, tcp); reports rcode,
+//	                            answers, and the reply's source (recvfrom / getpeername)
+//	resolve NAME                the Go resolver (reads /etc/resolv.conf), reports addresses
+//	resolve-tcp NAME PORT       resolve NAME, then TCP-connect to its first address
 //
 // ADDR may be an IPv4, IPv6 or IPv4-mapped IPv6 address; an IPv4-mapped
 // address is used through an AF_INET6 socket, which is how such a destination
@@ -97,6 +102,9 @@ func init() {
 		"lsrr":          {"ALLOWED4 DENIED4 PORT", 3, runLSRR},
 		"daemonize":     {"OUTFILE ACTION ARGS...", -1, runDaemonize},
 		"escape-cgroup": {"ACTION ARGS...", -1, runEscapeCgroup},
+		"dns":           {"SERVER PORT NAME TYPE udp|udp-unconnected|tcp", 5, runDNS},
+		"resolve":       {"NAME", 1, runResolve},
+		"resolve-tcp":   {"NAME PORT", 2, runResolveTCP},
 	}
 }
 

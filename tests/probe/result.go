@@ -34,6 +34,10 @@ type result struct {
 	CgroupFrom string  `json:"cgroup_from,omitempty"` // escape-cgroup: cgroup before the attempts
 	CgroupTo   string  `json:"cgroup_to,omitempty"`   // escape-cgroup: cgroup after them
 	Action     *result `json:"action,omitempty"`      // escape-cgroup: the wrapped action's result
+
+	Rcode   string   `json:"rcode,omitempty"`   // dns: the reply's rcode
+	Answers []string `json:"answers,omitempty"` // dns, resolve: addresses (and CNAME targets) answered
+	From    string   `json:"from,omitempty"`    // dns: the reply's source (recvfrom) or peer (getpeername)
 }
 
 // stageError tags an error with the step that produced it.

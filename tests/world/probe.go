@@ -119,6 +119,13 @@ type ProbeResult struct {
 	CgroupTo   string       `json:"cgroup_to"`
 	Action     *ProbeResult `json:"action"`
 
+	// Rcode, Answers and From come from the DNS actions (dns, resolve,
+	// resolve-tcp): the reply's rcode, its addresses, and where the reply
+	// seemed to come from.
+	Rcode   string   `json:"rcode"`
+	Answers []string `json:"answers"`
+	From    string   `json:"from"`
+
 	// ExitCode is the probe's exit status (0 ok, 1 failed, 2 usage), when
 	// known; Stderr is what it wrote there; Line is the raw JSON line.
 	ExitCode int    `json:"-"`
