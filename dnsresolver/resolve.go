@@ -16,11 +16,31 @@ import (
 
 // Resolve computes the reply to req from client. It never returns nil.
 func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) *dns.Msg {
+	m, how := r.resolve(ctx, req, client)
+	switch how {
+	case "cached":
+		r.stats.Cached.Add(1)
+	case "forwarded":
+		r.stats.Forwarded.Add(1)
+	case "local":
+		r.stats.Local.Add(1)
+	default:
+		switch m.Rcode {
+		case dns.RcodeRefused:
+			r.stats.Refused.Add(1)
+		case dns.RcodeServerFailure:
+			r.stats.Servfail.Add(1)
+		}
+	}
+	return m
+}
+
+func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) (*dns.Msg, string) {
 	if req.Opcode != dns.OpcodeQuery {
-		return reply(req, dns.RcodeNotImplemented)
+		return reply(req, dns.RcodeNotImplemented), ""
 	}
 	if len(req.Question) != 1 {
-		return reply(req, dns.RcodeFormatError)
+		return reply(req, dns.RcodeFormatError), ""
 	}
 	q := req.Question[0]
 	qtype := dns.TypeToString[q.Qtype]
@@ -34,20 +54,24 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 			reason = "only class IN is answered"
 		}
 		r.event(Event{Kind: EventRefused, Name: printable(q.Name), QType: qtype, Client: client, Reason: reason})
-		return reply(req, dns.RcodeRefused)
+		return reply(req, dns.RcodeRefused), ""
 	}
 	if allowlist.IsLoopbackName(name) {
-		return localhostReply(req)
+		return localhostReply(req), "local"
 	}
 	if q.Qtype == dns.TypePTR {
-		return r.ptr(req, name, client)
+		m := r.ptr(req, name, client)
+		if m.Rcode == dns.RcodeSuccess {
+			return m, "local"
+		}
+		return m, ""
 	}
 
 	entry, ok := r.policy.Load().MatchName(name)
 	if !ok {
 		r.event(Event{Kind: EventRefused, Audit: r.cfg.Audit, Name: name, QType: qtype, Client: client, Reason: "not in the allowlist"})
 		if !r.cfg.Audit {
-			return reply(req, dns.RcodeRefused)
+			return reply(req, dns.RcodeRefused), ""
 		}
 	}
 	fqdn := dns.Fqdn(name)
@@ -58,7 +82,7 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	key := keyOf(dns.Question{Name: fqdn, Qtype: q.Qtype, Qclass: q.Qclass}, do)
 	now := r.cfg.Clock()
 	if m := r.cache.get(key, now); m != nil {
-		return finish(req, m)
+		return finish(req, m), "cached"
 	}
 
 	up := new(dns.Msg)
@@ -69,7 +93,7 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	resp, err := r.forward(ctx, up)
 	if err != nil {
 		r.event(Event{Kind: EventUpstreamFailed, Name: name, QType: qtype, Client: client, Reason: err.Error()})
-		return reply(req, dns.RcodeServerFailure)
+		return reply(req, dns.RcodeServerFailure), ""
 	}
 
 	allowPrivate := entry.AllowPrivate
@@ -119,13 +143,13 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 				kind = EventCapReached
 			}
 			r.event(Event{Kind: kind, Name: name, QType: qtype, Client: client, Reason: err.Error()})
-			return reply(req, dns.RcodeServerFailure)
+			return reply(req, dns.RcodeServerFailure), ""
 		}
 	}
 	if resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError {
 		r.cache.put(key, resp, now, time.Duration(cacheTTL)*time.Second)
 	}
-	return finish(req, resp)
+	return finish(req, resp), "forwarded"
 }
 
 // forward asks each upstream in turn until one answers.
@@ -135,7 +159,11 @@ func (r *Resolver) forward(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
 	}
 	var errs []error
 	for _, u := range r.ups {
+		start := time.Now()
 		resp, err := u.exchange(ctx, q)
+		if r.cfg.ObserveUpstream != nil {
+			r.cfg.ObserveUpstream(time.Since(start))
+		}
 		if err == nil {
 			return resp, nil
 		}

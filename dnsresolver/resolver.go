@@ -49,6 +49,9 @@ type Config struct {
 	Timeout       time.Duration // per upstream attempt
 	CacheSize     int
 	OnEvent       func(Event) // called synchronously; keep it short
+	// ObserveUpstream receives the duration of each upstream exchange
+	// (for the latency histogram).
+	ObserveUpstream func(time.Duration)
 }
 
 // EventKind says what a resolver event is about.
@@ -103,6 +106,7 @@ type Resolver struct {
 	ups     []*upstream
 	cache   *cache
 	learned *learnedSet
+	stats   Stats
 
 	mu      sync.Mutex
 	servers []*dns.Server
@@ -156,6 +160,9 @@ func New(cfg Config) (*Resolver, error) {
 // resolver's own name would need a resolver.
 func UpstreamAddr(s string) (string, error) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return "", fmt.Errorf("DNS upstream %q: port 0 is not a DNS server's port", s)
+		}
 		return ap.String(), nil
 	}
 	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
@@ -170,12 +177,17 @@ func (r *Resolver) SetPolicy(p *allowlist.Policy) { r.policy.Store(p) }
 // ListenLoopback serves UDP and TCP on 127.0.0.1 and ::1, each family on
 // one kernel-chosen port shared by UDP and TCP (the datapath redirects both
 // protocols to one port), and starts the garbage collector.
-func (r *Resolver) ListenLoopback() error {
-	p4, err := r.listenPair("127.0.0.1")
+func (r *Resolver) ListenLoopback() error { return r.ListenLoopbackOn(0, 0) }
+
+// ListenLoopbackOn is ListenLoopback preferring the given ports (0: any):
+// a restarted daemon takes back the ports its sessions' DNS traffic is
+// redirected to. A preferred port that is taken falls back to a new one.
+func (r *Resolver) ListenLoopbackOn(port4, port6 uint16) error {
+	p4, err := r.listenPair("127.0.0.1", port4)
 	if err != nil {
 		return err
 	}
-	p6, err := r.listenPair("::1")
+	p6, err := r.listenPair("::1", port6)
 	if err != nil {
 		r.Close()
 		return err
@@ -188,10 +200,18 @@ func (r *Resolver) ListenLoopback() error {
 	return nil
 }
 
-func (r *Resolver) listenPair(ip string) (uint16, error) {
+func (r *Resolver) listenPair(ip string, prefer uint16) (uint16, error) {
 	var lastErr error
-	for range 20 {
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "0"))
+	for i := range 20 {
+		want := "0"
+		if i == 0 && prefer != 0 {
+			want = fmt.Sprint(prefer)
+		}
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, want))
+		if err != nil && want != "0" {
+			lastErr = err
+			continue
+		}
 		if err != nil {
 			return 0, fmt.Errorf("resolver: listen UDP on %s: %w", ip, err)
 		}

@@ -18,6 +18,10 @@ type DNSOptions struct {
 	Grace         time.Duration
 	MaxIPsPerName int
 	OnEvent       func(dnsresolver.Event)
+	// ObserveUpstream receives each upstream round trip's duration.
+	ObserveUpstream func(time.Duration)
+
+	preferPort4, preferPort6 uint16 // Adopt: the ports the datapath already redirects to
 }
 
 // sessionLearner teaches one session's learned-IP map.
@@ -48,21 +52,22 @@ func (s *Session) startResolver(opts Options) error {
 		}
 	}
 	r, err := dnsresolver.New(dnsresolver.Config{
-		Policy:        opts.Policy,
-		Upstreams:     ups,
-		Learner:       sessionLearner{dp: s.e.dp, id: s.cg.ID()},
-		Clock:         loader.BootTime,
-		Audit:         opts.Audit,
-		MinTTL:        d.MinTTL,
-		MaxTTL:        d.MaxTTL,
-		Grace:         d.Grace,
-		MaxIPsPerName: d.MaxIPsPerName,
-		OnEvent:       d.OnEvent,
+		Policy:          opts.Policy,
+		Upstreams:       ups,
+		Learner:         sessionLearner{dp: s.e.dp, id: s.cg.ID()},
+		Clock:           loader.BootTime,
+		Audit:           opts.Audit,
+		MinTTL:          d.MinTTL,
+		MaxTTL:          d.MaxTTL,
+		Grace:           d.Grace,
+		MaxIPsPerName:   d.MaxIPsPerName,
+		OnEvent:         d.OnEvent,
+		ObserveUpstream: d.ObserveUpstream,
 	})
 	if err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
-	if err := r.ListenLoopback(); err != nil {
+	if err := r.ListenLoopbackOn(d.preferPort4, d.preferPort6); err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
 	s.resolver = r

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -93,6 +94,8 @@ type Options struct {
 
 // Session is a running confined session owned by this process.
 type Session struct {
+	mu       sync.Mutex
+	policy   *allowlist.Policy
 	e        *Enforcer
 	cg       *cgroups.Session
 	lock     *os.File
@@ -117,7 +120,7 @@ func (e *Enforcer) NewSession(opts Options) (s *Session, err error) {
 		lock.Close()
 		return nil, fmt.Errorf("lock session %s: %w", name, err)
 	}
-	s = &Session{e: e, lock: lock}
+	s = &Session{e: e, lock: lock, policy: opts.Policy}
 	defer func() {
 		if err != nil {
 			s.Close()

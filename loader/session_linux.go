@@ -288,3 +288,26 @@ func PinnedCounters(pinDir string, cgid uint64) (Counters, error) {
 	d := Datapath{objs: sluiceObjects{sluiceMaps: sluiceMaps{SessionCounters: m}}}
 	return d.Counters(cgid)
 }
+
+// SessionEvents re-opens the event ring buffer of a session registered by
+// another (possibly dead) process, for a daemon that re-adopts it.
+func (d *Datapath) SessionEvents(cgid uint64) (*ringbuf.Reader, error) {
+	var id uint32
+	if err := d.objs.SessionEvents.Lookup(cgid, &id); err != nil {
+		return nil, fmt.Errorf("find event ring buffer of session %d: %w", cgid, err)
+	}
+	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	if err != nil {
+		return nil, fmt.Errorf("open event ring buffer of session %d: %w", cgid, err)
+	}
+	defer m.Close()
+	r, err := ringbuf.NewReader(m)
+	if err != nil {
+		return nil, fmt.Errorf("read events of session %d: %w", cgid, err)
+	}
+	return r, nil
+}
+
+// LearnedCapacity is the size bound of the learned-IP map shared by all
+// sessions, for the map-fill metric.
+func (d *Datapath) LearnedCapacity() uint32 { return d.objs.Learned.MaxEntries() }

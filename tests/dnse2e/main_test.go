@@ -25,6 +25,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/tests/world"
 )
@@ -192,7 +193,7 @@ func newFixture(t *testing.T) *fixture {
 			if a.Is6() {
 				bits = 128
 			}
-			addr := &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, bits)}, Flags: 0x80 /* IFA_F_NODAD */}
+			addr := &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, bits)}, Flags: unix.IFA_F_NODAD}
 			if err := netlink.AddrAdd(lo, addr); err != nil {
 				return fmt.Errorf("add %s: %w", a, err)
 			}

@@ -1,0 +1,136 @@
+package enforcer
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/dnsresolver"
+)
+
+// Policy is the session's policy in force.
+func (s *Session) Policy() *allowlist.Policy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.policy
+}
+
+// SetPolicy replaces the session's policy for new connections and queries:
+// prefixes are added before stale ones are removed, so an entry present in
+// both never blinks; open connections are not cut.
+func (s *Session) SetPolicy(p *allowlist.Policy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := map[netip.Prefix]bool{}
+	for _, pr := range s.policy.Prefixes() {
+		old[pr] = true
+	}
+	var add, del []netip.Prefix
+	now := map[netip.Prefix]bool{}
+	for _, pr := range p.Prefixes() {
+		now[pr] = true
+		if !old[pr] {
+			add = append(add, pr)
+		}
+	}
+	for pr := range old {
+		if !now[pr] {
+			del = append(del, pr)
+		}
+	}
+	if err := s.e.dp.AddCIDRs(s.cg.ID(), add); err != nil {
+		return err
+	}
+	if err := s.e.dp.DeleteCIDRs(s.cg.ID(), del); err != nil {
+		return err
+	}
+	if s.resolver != nil {
+		s.resolver.SetPolicy(p)
+	}
+	s.policy = p
+	return nil
+}
+
+// Resolver is the session's resolver, or nil.
+func (s *Session) Resolver() *dnsresolver.Resolver { return s.resolver }
+
+// Populated reports whether processes are left in the session.
+func (s *Session) Populated() (bool, error) { return s.cg.Populated() }
+
+// Procs lists the session's processes.
+func (s *Session) Procs() ([]int, error) { return s.cg.Procs() }
+
+// DNSPorts are the loopback ports of the session's resolver (0 without one).
+func (s *Session) DNSPorts() (v4, v6 uint16) { return s.cfg.DNSPort4, s.cfg.DNSPort6 }
+
+// Adopt takes over a session whose owner died (a daemon restarting after a
+// crash): its cgroup, datapath entries and event ring buffer stay as they
+// were, and a new resolver starts, on the old ports when they are free.
+func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (*Session, error) {
+	lockPath := filepath.Join(e.cfg.sessionDir(), name+".lock")
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open session lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("session %s is owned by a running process: %w", name, err)
+	}
+	s := &Session{e: e, lock: lock, policy: opts.Policy}
+	var cg *cgroups.Session
+	if cg, err = e.root.Session(name); err != nil {
+		s.lock.Close()
+		return nil, err
+	}
+	s.cg = cg
+	if opts.Audit {
+		s.cfg.Flags |= 1
+	}
+	if s.events, err = e.dp.SessionEvents(cg.ID()); err != nil {
+		// The ring buffer is gone (the entry was reclaimed): start over.
+		if s.events, err = e.dp.AddSession(cg.ID(), s.cfg); err != nil {
+			s.lock.Close()
+			return nil, err
+		}
+	}
+	if opts.DNS != nil {
+		opts.DNS.preferPort4, opts.DNS.preferPort6 = dnsPort4, dnsPort6
+		if err := s.startResolver(opts); err != nil {
+			s.lock.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// WaitEmpty blocks until the session has no processes left or stop is
+// closed; it is how an adopted session, whose command is not our child,
+// ends.
+func (s *Session) WaitEmpty(stop <-chan struct{}) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		pop, err := s.cg.Populated()
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !pop {
+			return nil
+		}
+		select {
+		case <-stop:
+			return errors.New("stopped")
+		case <-t.C:
+		}
+	}
+}
