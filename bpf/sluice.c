@@ -539,16 +539,21 @@ int sluice_egress(struct __sk_buff *skb)
 		if (bpf_skb_load_bytes(skb, 0, hdr, 40))
 			return 1;
 		__u8 nh = hdr[6];
+		__u32 off = 40;
 		if (nh == NEXTHDR_HOP || nh == NEXTHDR_DEST) {
 			__u8 ext[2];
 			if (bpf_skb_load_bytes(skb, 40, ext, 2))
 				return 1;
 			nh = ext[0];
+			off += (ext[1] + 1) * 8;
 		}
 		if (nh != NEXTHDR_ROUTING)
 			return 1;
+		/* Report the transport protocol, found after the routing header. */
+		__u8 rh[1] = {};
+		bpf_skb_load_bytes(skb, off, rh, 1);
 		v.family = AF_INET6;
-		v.proto = hdr[6];
+		v.proto = rh[0];
 		__builtin_memcpy(v.ip, hdr + 24, 16);
 	} else {
 		return 1;

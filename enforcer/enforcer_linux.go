@@ -107,7 +107,7 @@ type Session struct {
 
 // NewSession creates the session's cgroup, writes its policy into the
 // datapath and applies its limits. The caller must Close it.
-func (e *Enforcer) NewSession(opts Options) (s *Session, err error) {
+func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	name := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:]))
@@ -120,9 +120,10 @@ func (e *Enforcer) NewSession(opts Options) (s *Session, err error) {
 		lock.Close()
 		return nil, fmt.Errorf("lock session %s: %w", name, err)
 	}
-	s = &Session{e: e, lock: lock, policy: opts.Policy}
+	s := &Session{e: e, lock: lock, policy: opts.Policy}
+	ok := false
 	defer func() {
-		if err != nil {
+		if !ok {
 			s.Close()
 		}
 	}()
@@ -156,6 +157,7 @@ func (e *Enforcer) NewSession(opts Options) (s *Session, err error) {
 			return nil, fmt.Errorf("--memory-max: %w", err)
 		}
 	}
+	ok = true
 	return s, nil
 }
 

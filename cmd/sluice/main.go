@@ -46,7 +46,9 @@ program that ignores HTTP_PROXY cannot get around it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newCheckCmd(), newCleanupCmd(), newStatusCmd(), newVersionCmd())
+	root.PersistentFlags().StringVar(&socketFlag, "socket", "", "the daemon's API socket (default $SLUICE_SOCKET or /run/sluice/sluice.sock)")
+	root.AddCommand(newRunCmd(), newDaemonCmd(), newCheckCmd(), newCleanupCmd(), newStatusCmd(), newSessionsCmd(),
+		newEventsCmd(), newAllowCmd(), newDenyCmd(), newRevokeCmd(), newVersionCmd())
 	return root
 }
 

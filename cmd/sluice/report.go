@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 )
@@ -25,11 +26,12 @@ type reporter struct {
 	denied     int
 	audited    int
 	dnsRefused int
-	dests      map[string]bool
+	dests      map[string]bool // destinations denied
+	auditDests map[string]bool // destinations audit mode let through
 }
 
 func newReporter(w io.Writer) *reporter {
-	return &reporter{w: w, now: time.Now, burst: 10, rate: 1, tokens: 10, dests: map[string]bool{}}
+	return &reporter{w: w, now: time.Now, burst: 10, rate: 1, tokens: 10, dests: map[string]bool{}, auditDests: map[string]bool{}}
 }
 
 // Report accounts for one event and prints it unless rate-limited.
@@ -38,10 +40,11 @@ func (r *reporter) Report(e loader.Event) {
 	defer r.mu.Unlock()
 	if e.Audit {
 		r.audited++
+		r.auditDests[e.Destination()] = true
 	} else {
 		r.denied++
+		r.dests[e.Destination()] = true
 	}
-	r.dests[e.Destination()] = true
 	r.print(e.String)
 }
 
@@ -59,6 +62,30 @@ func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
 			line += " (asked by " + w + ")"
 		}
 		return line
+	})
+}
+
+// ReportDaemon accounts for an event streamed by the daemon.
+func (r *reporter) ReportDaemon(e daemon.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch e.Type {
+	case daemon.EventEgressDenied:
+		r.denied++
+		r.dests[e.Dst+":"+fmt.Sprint(e.Port)] = true
+	case daemon.EventEgressAudit:
+		r.audited++
+		r.auditDests[e.Dst+":"+fmt.Sprint(e.Port)] = true
+	case daemon.EventDNSRefused:
+		r.dnsRefused++
+	case daemon.EventSessionStarted, daemon.EventSessionEnded:
+		return
+	}
+	r.print(func() string {
+		if e.Comm != "" && (e.Type == daemon.EventDNSRefused || e.Type == daemon.EventDNSAudit) {
+			return e.Message + " (asked by " + e.Comm + ")"
+		}
+		return e.Message
 	})
 }
 
@@ -91,7 +118,7 @@ func (r *reporter) Summary() string {
 	case r.denied > 0:
 		s = fmt.Sprintf("sluice: denied %d attempt%s to reach %d destination%s", r.denied, plural(r.denied), len(r.dests), plural(len(r.dests)))
 	case r.audited > 0:
-		s = fmt.Sprintf("sluice: audit: %d attempt%s to reach %d destination%s would have been denied", r.audited, plural(r.audited), len(r.dests), plural(len(r.dests)))
+		s = fmt.Sprintf("sluice: audit: %d attempt%s to reach %d destination%s would have been denied", r.audited, plural(r.audited), len(r.auditDests), plural(len(r.auditDests)))
 	case r.dnsRefused == 0:
 		return ""
 	}

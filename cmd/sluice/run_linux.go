@@ -25,8 +25,11 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
 
+	if c := client(); c.Available(cmd.Context()) {
+		return runViaDaemon(cmd, c, o, policy, memMax, argv)
+	}
 	if os.Geteuid() != 0 {
-		return fail(errors.New("kernel enforcement needs root: run `sudo sluice run ...`"))
+		return fail(errors.New("kernel enforcement needs root: run `sudo sluice run ...`, or start `sluice daemon`"))
 	}
 	spawn, err := targetUser(o.user)
 	if err != nil {

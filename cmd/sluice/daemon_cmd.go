@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// daemonOptions are the flags of `sluice daemon`.
+type daemonOptions struct {
+	config       string
+	allowlist    string
+	upstreams    []string
+	stateDir     string
+	auditLog     string
+	metricsAddr  string
+	sessionGroup string
+	adminGroup   string
+}
+
+func newDaemonCmd() *cobra.Command {
+	var o daemonOptions
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Run the sluice daemon: sessions over a local API, audit log, metrics",
+		Long: `Run the privileged daemon that owns the datapath, the sluice cgroup, the
+sessions' resolvers and the machine allowlist. Clients (sluice run, sluice
+sessions, ...) reach it on a unix socket. Stopping the daemon does not
+unconfine running sessions; a restarted daemon re-adopts them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDaemon(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.config, "config", "/etc/sluice/sluice.json", "configuration file (flags override it; a missing default file is fine)")
+	f.StringVar(&o.allowlist, "allowlist", "", "the machine allowlist (default /etc/sluice/network_allowlist.json)")
+	f.StringArrayVar(&o.upstreams, "dns-upstream", nil, "DNS server for allowed names, ADDR[:PORT] (repeatable; default: the host's resolv.conf)")
+	f.StringVar(&o.stateDir, "state-dir", "", "state directory (default /run/sluice)")
+	f.StringVar(&o.auditLog, "audit-log", "", "audit log file, JSON lines (default /var/log/sluice/audit.jsonl)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9469 (default off)")
+	f.StringVar(&o.sessionGroup, "group", "", "members of this group may create sessions (default sluice)")
+	f.StringVar(&o.adminGroup, "admin-group", "", "members of this group may change the machine allowlist (default: root only)")
+	return cmd
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/enforcer"
+)
+
+// fileConfig is /etc/sluice/sluice.json.
+type fileConfig struct {
+	Allowlist    string   `json:"allowlist"`
+	DNSUpstreams []string `json:"dns_upstreams"`
+	Socket       string   `json:"socket"`
+	StateDir     string   `json:"state_dir"`
+	AuditLog     string   `json:"audit_log"`
+	MetricsAddr  string   `json:"metrics_addr"`
+	Group        string   `json:"group"`
+	AdminGroup   string   `json:"admin_group"`
+}
+
+func loadFileConfig(path string, explicit bool) (fileConfig, error) {
+	var fc fileConfig
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !explicit {
+		return fc, nil
+	}
+	if err != nil {
+		return fc, fmt.Errorf("config: %w", err)
+	}
+	if err := json.Unmarshal(b, &fc); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+func pick(flag, file, def string) string {
+	switch {
+	case flag != "":
+		return flag
+	case file != "":
+		return file
+	}
+	return def
+}
+
+func runDaemon(cmd *cobra.Command, o daemonOptions) error {
+	if os.Geteuid() != 0 {
+		return errors.New("the daemon needs root")
+	}
+	fc, err := loadFileConfig(o.config, cmd.Flags().Changed("config"))
+	if err != nil {
+		return err
+	}
+	ups := o.upstreams
+	if len(ups) == 0 {
+		ups = fc.DNSUpstreams
+	}
+	ecfg, err := enforcer.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	cfg := daemon.Config{
+		AllowlistPath: pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
+		SocketPath:    pick(socketFlag, fc.Socket, daemon.SocketPath("")),
+		StateDir:      pick(o.stateDir, fc.StateDir, ""),
+		Upstreams:     ups,
+		AuditLog:      pick(o.auditLog, fc.AuditLog, "/var/log/sluice/audit.jsonl"),
+		MetricsAddr:   pick(o.metricsAddr, fc.MetricsAddr, ""),
+		SessionGroup:  pick(o.sessionGroup, fc.Group, "sluice"),
+		AdminGroup:    pick(o.adminGroup, fc.AdminGroup, ""),
+		Version:       version,
+		Enforcer:      ecfg,
+	}
+	if cfg.AuditLog != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o750); err != nil {
+			return fmt.Errorf("audit log directory: %w", err)
+		}
+	}
+	srv, err := daemon.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, unix.SIGHUP)
+	go func() {
+		for range hup {
+			if err := srv.ReopenAuditLog(); err != nil {
+				fmt.Fprintln(os.Stderr, "sluice daemon:", err)
+			}
+		}
+	}()
+	fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: listening on %s, allowlist %s\n", cfg.SocketPath, cfg.AllowlistPath)
+	return srv.Serve(ctx)
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/daemon"
+)
+
+// runViaDaemon runs the command in a session of the running daemon, which
+// spawns it with this process's stdin, stdout and stderr.
+func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
+	stderr := cmd.ErrOrStderr()
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
+	}
+	if len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") {
+		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
+	}
+	req := daemon.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ()}
+	for _, e := range policy.Entries() {
+		req.Allow = append(req.Allow, e.String())
+	}
+	if req.Dir, err = os.Getwd(); err != nil {
+		return &exitError{code: exitSluiceError, err: err}
+	}
+	req.User = o.user
+	if req.User == "" && os.Geteuid() == 0 {
+		uid, gid := os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
+		if uid == "" || uid == "0" {
+			return &exitError{code: exitSluiceError, err: errors.New("the command would run as root, which could move itself out of the session's cgroup: run sluice through sudo as your user, or pass --user USER[:GROUP]")}
+		}
+		req.User = uid
+		if gid != "" {
+			req.User += ":" + gid
+		}
+	}
+
+	rep := newReporter(stderr)
+	var name atomic.Value
+	sigs := make(chan os.Signal, 8)
+	// The command is the daemon's child, not in this terminal's process
+	// group: every signal, ^C included, is forwarded.
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			if n, ok := name.Load().(string); ok {
+				_ = c.Signal(cmd.Context(), n, unix.SignalName(sig.(unix.Signal))[3:])
+			}
+		}
+	}()
+	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
+		func(s daemon.SessionInfo) { name.Store(s.Name) },
+		rep.ReportDaemon)
+	if err != nil {
+		return &exitError{code: exitSluiceError, err: err}
+	}
+	if sum := rep.Summary(); sum != "" {
+		fmt.Fprintln(stderr, sum)
+	}
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
+}

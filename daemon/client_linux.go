@@ -1,0 +1,235 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Client talks to the daemon's API socket.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// SocketPath is where clients find the daemon: the flag value if set,
+// else $SLUICE_SOCKET, else the default.
+func SocketPath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if env := os.Getenv(SocketEnv); env != "" {
+		return env
+	}
+	return DefaultSocket
+}
+
+// NewClient returns a client for the socket at path.
+func NewClient(path string) *Client {
+	return &Client{socket: path, hc: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}}
+}
+
+// Available reports whether a daemon answers on the socket.
+func (c *Client) Available(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := c.Status(ctx)
+	return err == nil
+}
+
+// apiError turns a non-2xx response into an error carrying its message.
+func apiError(resp *http.Response) error {
+	var e ErrorResponse
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return fmt.Errorf("daemon: %s", e.Error)
+	}
+	return fmt.Errorf("daemon: %s", resp.Status)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://sluice"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("daemon at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return apiError(resp)
+	}
+	if out == nil {
+		return nil
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		b, err := io.ReadAll(resp.Body)
+		*raw = b
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Status asks for the daemon's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+}
+
+// Sessions lists the sessions the caller may see.
+func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	var out []SessionInfo
+	return out, c.do(ctx, http.MethodGet, "/v1/sessions", nil, &out)
+}
+
+// Session shows one session.
+func (c *Client) Session(ctx context.Context, name string) (SessionInfo, error) {
+	var out SessionInfo
+	return out, c.do(ctx, http.MethodGet, "/v1/sessions/"+name, nil, &out)
+}
+
+// Kill kills a session.
+func (c *Client) Kill(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+name, nil, nil)
+}
+
+// Signal forwards a signal to a session's command.
+func (c *Client) Signal(ctx context.Context, name, sig string) error {
+	return c.do(ctx, http.MethodPost, "/v1/sessions/"+name+"/signal", SignalRequest{Signal: sig}, nil)
+}
+
+// Allowlist returns the machine allowlist file contents.
+func (c *Client) Allowlist(ctx context.Context) (json.RawMessage, error) {
+	var raw json.RawMessage
+	return raw, c.do(ctx, http.MethodGet, "/v1/allowlist", nil, &raw)
+}
+
+// Allow adds entries to the machine allowlist.
+func (c *Client) Allow(ctx context.Context, req AllowRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/allowlist", req, nil)
+}
+
+// Deny removes entries from the machine allowlist.
+func (c *Client) Deny(ctx context.Context, req AllowRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/allowlist/remove", req, nil)
+}
+
+// Revoke removes an owner's entries.
+func (c *Client) Revoke(ctx context.Context, owner string) (RevokeResponse, error) {
+	var out RevokeResponse
+	return out, c.do(ctx, http.MethodPost, "/v1/allowlist/revoke", RevokeRequest{Owner: owner}, &out)
+}
+
+// Events streams events until ctx ends.
+func (c *Client) Events(ctx context.Context, fn func(Event)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sluice/v1/events", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("daemon at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return apiError(resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e Event
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			fn(e)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return sc.Err()
+}
+
+// Run creates a session running req.Argv with stdio as its stdin, stdout
+// and stderr, calls started once the session exists, fn for every event,
+// and returns the command's exit status.
+func (c *Client) Run(ctx context.Context, req CreateRequest, stdio [3]*os.File, started func(SessionInfo), fn func(Event)) (int, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, err
+	}
+	fds := make([]int, 3)
+	for i, f := range stdio {
+		fds[i] = int(f.Fd())
+	}
+	tr := &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			nc, err := d.DialContext(ctx, "unix", c.socket)
+			if err != nil {
+				return nil, err
+			}
+			return &fdConn{UnixConn: nc.(*net.UnixConn), fds: fds}, nil
+		},
+	}
+	defer tr.CloseIdleConnections()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sluice/v1/sessions", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: tr}).Do(hreq)
+	runtime.KeepAlive(stdio) // the descriptors must stay open until sent
+	if err != nil {
+		return 0, fmt.Errorf("daemon at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, apiError(resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var m StreamMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			continue
+		}
+		switch {
+		case m.Session != nil && started != nil:
+			started(*m.Session)
+		case m.Event != nil && fn != nil:
+			fn(*m.Event)
+		case m.Exit != nil:
+			return *m.Exit, nil
+		case m.Error != "":
+			return 0, errors.New(m.Error)
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		return 0, fmt.Errorf("daemon stream: %w", err)
+	}
+	return 0, errors.New("daemon: the session stream ended without an exit status (daemon restarted?)")
+}

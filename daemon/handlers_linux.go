@@ -1,0 +1,555 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/enforcer"
+)
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("POST /v1/sessions", s.handleCreate)
+	mux.HandleFunc("GET /v1/sessions", s.handleList)
+	mux.HandleFunc("GET /v1/sessions/{name}", s.handleShow)
+	mux.HandleFunc("DELETE /v1/sessions/{name}", s.handleKill)
+	mux.HandleFunc("POST /v1/sessions/{name}/signal", s.handleSignal)
+	mux.HandleFunc("GET /v1/events", s.handleEvents)
+	mux.HandleFunc("GET /v1/allowlist", s.handleAllowlist)
+	mux.HandleFunc("POST /v1/allowlist", s.handleAllow)
+	mux.HandleFunc("POST /v1/allowlist/remove", s.handleDeny)
+	mux.HandleFunc("POST /v1/allowlist/revoke", s.handleRevoke)
+	return mux
+}
+
+// httpError is an API error with its status.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) error {
+	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	var he *httpError
+	if !errors.As(err, &he) {
+		he = &httpError{code: http.StatusInternalServerError, msg: err.Error()}
+	}
+	writeJSON(w, he.code, ErrorResponse{Error: he.msg})
+}
+
+// decode reads a JSON body strictly: bounded size, no unknown fields, one
+// value.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fail(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", maxBody)
+		}
+		return fail(http.StatusBadRequest, "malformed request: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fail(http.StatusBadRequest, "malformed request: trailing data after the JSON object")
+	}
+	return nil
+}
+
+func (s *Server) peerOf(r *http.Request) (*conn, error) {
+	c, err := connFrom(r.Context())
+	if err != nil {
+		return nil, fail(http.StatusInternalServerError, "%v", err)
+	}
+	return c, nil
+}
+
+func (s *Server) isAdmin(p peer) bool { return p.UID == 0 || p.in(s.adminGID, s.hasAdmGID) }
+
+func (s *Server) mayCreate(p peer) bool { return p.UID == 0 || p.in(s.sessionGID, s.hasSessionGID) }
+
+// visible reports whether p may see and kill ss.
+func (s *Server) visible(p peer, ss *session) bool { return p.UID == 0 || ss.info.UID == p.UID }
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
+		Allowlist: s.cfg.AllowlistPath, Entries: s.machine.Load().Len()})
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	c, err := s.peerOf(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	// The descriptors came with the request's first bytes; take them now
+	// so they are closed whatever happens.
+	var req CreateRequest
+	derr := decode(w, r, &req)
+	fds := c.takeFDs()
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), fmt.Sprintf("client-fd-%d", i))
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if derr != nil {
+		writeErr(w, derr)
+		return
+	}
+	ss, err := s.create(c.peer, req, files)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	files = nil
+	s.stream(w, r, ss)
+}
+
+// create validates a request and starts its session.
+func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, error) {
+	if !s.mayCreate(p) {
+		return nil, fail(http.StatusForbidden, "uid %d may not create sessions: only root and members of group %q", p.UID, s.cfg.SessionGroup)
+	}
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, fail(http.StatusBadRequest, "argv: a command is required")
+	}
+	if len(files) != 3 {
+		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
+	}
+	if req.PidsMax < 0 || req.MemoryMax < 0 {
+		return nil, fail(http.StatusBadRequest, "pids_max and memory_max must not be negative")
+	}
+	spawn := cgroups.SpawnOptions{UID: p.UID, GID: p.GID, Groups: p.Groups}
+	switch {
+	case req.User != "" && p.UID != 0:
+		return nil, fail(http.StatusForbidden, "user: only root may run a session as another user")
+	case req.User != "":
+		o, err := cgroups.LookupUser(req.User)
+		if err != nil {
+			return nil, fail(http.StatusBadRequest, "user %q: %v", req.User, err)
+		}
+		spawn = o
+	}
+	if spawn.UID == 0 {
+		return nil, fail(http.StatusBadRequest, "sluice never runs the command as root (it could leave its cgroup): pass user")
+	}
+	machine := s.machine.Load()
+	var requested *allowlist.Policy
+	if len(req.Allow) > 0 {
+		var err error
+		if requested, err = allowlist.FromStrings(req.Allow); err != nil {
+			return nil, fail(http.StatusBadRequest, "allow: %v", err)
+		}
+		if _, err := requested.Narrow(machine); err != nil {
+			return nil, fail(http.StatusForbidden, "a session may only narrow the machine allowlist: %v", err)
+		}
+	}
+	path := req.Path
+	if path == "" {
+		path = req.Argv[0]
+	}
+	if !strings.Contains(path, "/") {
+		return nil, fail(http.StatusBadRequest, "%s: command not found (pass an absolute path)", req.Argv[0])
+	}
+
+	ss := &session{srv: s, requested: requested, done: make(chan struct{}), stream: make(chan Event, 64),
+		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit}}
+	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
+		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss)})
+	if err != nil {
+		return nil, fail(http.StatusBadRequest, "%v", err)
+	}
+	ss.s = es
+	ss.info.Name = es.Name()
+	cmd := exec.Command(path, req.Argv[1:]...)
+	cmd.Args[0] = req.Argv[0]
+	cmd.Env = append(slices.Clone(req.Env), "SLUICE_SESSION="+es.Name())
+	cmd.Dir = req.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+	s.mu.Lock()
+	s.sessions[ss.info.Name] = ss
+	s.mu.Unlock()
+	if err := ss.save(); err != nil {
+		s.dropSession(ss)
+		return nil, err
+	}
+	if err := es.Start(cmd, spawn); err != nil {
+		s.dropSession(ss)
+		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)
+	}
+	ss.cmd = cmd
+	ss.info.PID = cmd.Process.Pid
+	s.emit(Event{Type: EventSessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
+		Exe: path, Entries: ss.info.policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
+	// Events wait in the ring buffer until the start is on record.
+	ss.readers.Add(1)
+	go ss.readEvents()
+	s.wg.Go(ss.waitCommand)
+	return ss, nil
+}
+
+func (i SessionInfo) policyStrings(es *enforcer.Session) []string {
+	var out []string
+	for _, e := range es.Policy().Entries() {
+		out = append(out, e.String())
+	}
+	return out
+}
+
+func (s *Server) dropSession(ss *session) {
+	_ = ss.s.Close()
+	ss.readers.Wait()
+	_ = os.Remove(s.recordPath(ss.info.Name))
+	s.mu.Lock()
+	delete(s.sessions, ss.info.Name)
+	s.mu.Unlock()
+}
+
+// stream writes the create response: the session, its events, its exit.
+// A client that goes away does not end the session.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	fl, _ := w.(http.Flusher)
+	info := ss.infoNow()
+	_ = enc.Encode(StreamMessage{Session: &info})
+	if fl != nil {
+		fl.Flush()
+	}
+	for {
+		select {
+		case e := <-ss.stream:
+			_ = enc.Encode(StreamMessage{Event: &e})
+		case <-ss.done:
+			for {
+				select {
+				case e := <-ss.stream:
+					_ = enc.Encode(StreamMessage{Event: &e})
+					continue
+				default:
+				}
+				break
+			}
+			ss.mu.Lock()
+			code := ss.exit
+			ss.mu.Unlock()
+			_ = enc.Encode(StreamMessage{Exit: &code})
+			if fl != nil {
+				fl.Flush()
+			}
+			return
+		case <-r.Context().Done():
+			ss.mu.Lock()
+			ss.stream = nil
+			ss.mu.Unlock()
+			return
+		case <-s.stop:
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+}
+
+func (s *Server) lookup(r *http.Request) (*session, peer, error) {
+	c, err := s.peerOf(r)
+	if err != nil {
+		return nil, peer{}, err
+	}
+	s.mu.Lock()
+	ss := s.sessions[r.PathValue("name")]
+	s.mu.Unlock()
+	if ss == nil || !s.visible(c.peer, ss) {
+		// Someone else's session does not exist, as far as p can tell.
+		return nil, c.peer, fail(http.StatusNotFound, "no session %q", r.PathValue("name"))
+	}
+	return ss, c.peer, nil
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	c, err := s.peerOf(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := []SessionInfo{}
+	for _, ss := range s.snapshot() {
+		if s.visible(c.peer, ss) {
+			info := ss.infoNow()
+			info.Recent = nil
+			out = append(out, info)
+		}
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return a.Created.Compare(b.Created) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
+	ss, _, err := s.lookup(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ss.infoNow())
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	ss, _, err := s.lookup(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := ss.s.Kill(); err != nil {
+		writeErr(w, err)
+		return
+	}
+	select {
+	case <-ss.done:
+	case <-time.After(5 * time.Second):
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"killed": ss.info.Name})
+}
+
+var signals = map[string]unix.Signal{"TERM": unix.SIGTERM, "INT": unix.SIGINT, "HUP": unix.SIGHUP, "QUIT": unix.SIGQUIT,
+	"KILL": unix.SIGKILL, "USR1": unix.SIGUSR1, "USR2": unix.SIGUSR2, "WINCH": unix.SIGWINCH, "CONT": unix.SIGCONT, "STOP": unix.SIGSTOP}
+
+func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
+	ss, _, err := s.lookup(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var req SignalRequest
+	if err := decode(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	sig, ok := signals[strings.TrimPrefix(strings.ToUpper(req.Signal), "SIG")]
+	if !ok {
+		writeErr(w, fail(http.StatusBadRequest, "unknown signal %q", req.Signal))
+		return
+	}
+	if ss.cmd == nil || ss.cmd.Process == nil {
+		writeErr(w, fail(http.StatusConflict, "session %s was re-adopted: its command is not the daemon's child; kill the session instead", ss.info.Name))
+		return
+	}
+	if err := ss.cmd.Process.Signal(sig); err != nil {
+		writeErr(w, fail(http.StatusConflict, "signal: %v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.info.Name})
+}
+
+// handleEvents streams events as NDJSON: root sees everything, others the
+// events of their own sessions.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	c, err := s.peerOf(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	p := c.peer
+	ch := s.hub.subscribe(func(e Event) bool {
+		if p.UID == 0 || s.isAdmin(p) {
+			return true
+		}
+		s.mu.Lock()
+		ss := s.sessions[e.Session]
+		s.mu.Unlock()
+		return ss != nil && ss.info.UID == p.UID
+	})
+	defer s.hub.unsubscribe(ch)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush()
+	}
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case e := <-ch:
+			_ = enc.Encode(e)
+			if fl != nil {
+				fl.Flush()
+			}
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+func (s *Server) handleAllowlist(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, json.RawMessage(s.machine.Load().Format()))
+}
+
+func (s *Server) admin(w http.ResponseWriter, r *http.Request) (peer, bool) {
+	c, err := s.peerOf(r)
+	if err != nil {
+		writeErr(w, err)
+		return peer{}, false
+	}
+	if !s.isAdmin(c.peer) {
+		writeErr(w, fail(http.StatusForbidden, "changing the machine allowlist needs root or the admin group"))
+		return c.peer, false
+	}
+	return c.peer, true
+}
+
+func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.admin(w, r)
+	if !ok {
+		return
+	}
+	var req AllowRequest
+	if err := decode(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	var add []allowlist.Entry
+	for i, raw := range req.Entries {
+		e, err := allowlist.ParseEntry(raw)
+		if err != nil {
+			writeErr(w, fail(http.StatusBadRequest, "entries[%d] %q: %v", i, raw, err))
+			return
+		}
+		if req.Owner != "" {
+			e.Owners = []string{req.Owner}
+		}
+		add = append(add, e)
+	}
+	if len(add) == 0 {
+		writeErr(w, fail(http.StatusBadRequest, "entries: nothing to allow"))
+		return
+	}
+	np, err := allowlist.New(add)
+	if err != nil {
+		writeErr(w, fail(http.StatusBadRequest, "%v", err))
+		return
+	}
+	merged := s.machine.Load().Merge(np)
+	if err := s.writeAllowlist(merged, p.UID, "allow "+strings.Join(req.Entries, " ")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, json.RawMessage(merged.Format()))
+}
+
+func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.admin(w, r)
+	if !ok {
+		return
+	}
+	var req AllowRequest
+	if err := decode(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	drop := map[string]bool{}
+	for i, raw := range req.Entries {
+		e, err := allowlist.ParseEntry(raw)
+		if err != nil {
+			writeErr(w, fail(http.StatusBadRequest, "entries[%d] %q: %v", i, raw, err))
+			return
+		}
+		drop[e.String()] = true
+	}
+	var keep []allowlist.Entry
+	found := 0
+	for _, e := range s.machine.Load().Entries() {
+		if drop[e.String()] {
+			found++
+			continue
+		}
+		keep = append(keep, e)
+	}
+	if found == 0 {
+		writeErr(w, fail(http.StatusNotFound, "none of %v is in the machine allowlist", req.Entries))
+		return
+	}
+	np, err := allowlist.New(keep)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := s.writeAllowlist(np, p.UID, "deny "+strings.Join(req.Entries, " ")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, json.RawMessage(np.Format()))
+}
+
+func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.admin(w, r)
+	if !ok {
+		return
+	}
+	var req RevokeRequest
+	if err := decode(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if req.Owner == "" {
+		writeErr(w, fail(http.StatusBadRequest, "owner is required"))
+		return
+	}
+	old := s.machine.Load()
+	np, kept := old.Without(req.Owner)
+	resp := RevokeResponse{Removed: []string{}, Kept: []string{}}
+	still := map[string]bool{}
+	for _, e := range np.Entries() {
+		still[e.String()] = true
+	}
+	for _, e := range old.Entries() {
+		if !still[e.String()] {
+			resp.Removed = append(resp.Removed, e.String())
+		}
+	}
+	for _, e := range kept {
+		resp.Kept = append(resp.Kept, e.String())
+	}
+	if len(resp.Removed) == 0 && len(resp.Kept) == 0 {
+		writeErr(w, fail(http.StatusNotFound, "no entry is owned by %q", req.Owner))
+		return
+	}
+	if err := s.writeAllowlist(np, p.UID, "revoke "+req.Owner); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}

@@ -1,0 +1,239 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/enforcer"
+)
+
+// Config configures the daemon. Empty fields take the defaults.
+type Config struct {
+	AllowlistPath string   // default /etc/sluice/network_allowlist.json
+	SocketPath    string   // default /run/sluice/sluice.sock
+	StateDir      string   // default /run/sluice
+	Upstreams     []string // default: the host's resolv.conf
+	AuditLog      string   // "" = no file (events still stream)
+	MetricsAddr   string   // "" = off; must be a loopback address
+	SessionGroup  string   // members may create sessions (default "sluice", ignored if absent)
+	AdminGroup    string   // members may change the machine allowlist ("" = root only)
+	Version       string
+	DNS           enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
+	// Enforcer overrides the instance (tests); zero: SLUICE_INSTANCE or the default.
+	Enforcer enforcer.Config
+}
+
+// Defaults.
+const (
+	DefaultAllowlist = "/etc/sluice/network_allowlist.json"
+	DefaultSocket    = "/run/sluice/sluice.sock"
+	SocketEnv        = "SLUICE_SOCKET"
+	maxBody          = 1 << 20
+)
+
+// Server is the running daemon.
+type Server struct {
+	cfg     Config
+	e       *enforcer.Enforcer
+	machine atomic.Pointer[allowlist.Policy]
+	audit   *auditLog
+	hub     *hub
+	metrics *metrics
+
+	sessionGID, adminGID     uint32
+	hasSessionGID, hasAdmGID bool
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	stop     chan struct{}
+	wg       sync.WaitGroup
+
+	api, metricsSrv *http.Server
+	ln              net.Listener
+	fileStamp       fileStamp
+}
+
+// New opens the datapath and the machine allowlist and re-adopts the
+// sessions a previous daemon left running. It does not serve yet.
+func New(cfg Config) (*Server, error) {
+	if cfg.AllowlistPath == "" {
+		cfg.AllowlistPath = DefaultAllowlist
+	}
+	if cfg.SocketPath == "" {
+		cfg.SocketPath = DefaultSocket
+	}
+	ecfg := cfg.Enforcer
+	if cfg.StateDir != "" {
+		ecfg.StateDir = cfg.StateDir
+	}
+	ecfg = ecfg.WithDefaults()
+	cfg.StateDir = ecfg.StateDir
+	if cfg.SessionGroup == "" {
+		cfg.SessionGroup = "sluice"
+	}
+	s := &Server{cfg: cfg, hub: newHub(), sessions: map[string]*session{}, stop: make(chan struct{})}
+	s.sessionGID, s.hasSessionGID = lookupGroup(cfg.SessionGroup)
+	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
+
+	policy, err := allowlist.Load(cfg.AllowlistPath)
+	if errors.Is(err, os.ErrNotExist) {
+		policy, err = allowlist.New(nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.machine.Store(policy)
+	s.fileStamp = stampOf(cfg.AllowlistPath)
+	if s.audit, err = openAudit(cfg.AuditLog); err != nil {
+		return nil, err
+	}
+	if s.e, err = enforcer.Open(ecfg); err != nil {
+		s.audit.Close()
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+	if err := os.MkdirAll(s.stateDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create daemon state directory: %w", err)
+	}
+	s.emit(Event{Type: EventDaemonStarted, Message: fmt.Sprintf("sluice daemon %s started, allowlist %s (%d entries)", cfg.Version, cfg.AllowlistPath, policy.Len())})
+	s.adoptAll()
+	return s, nil
+}
+
+func lookupGroup(name string) (uint32, bool) {
+	if name == "" {
+		return 0, false
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		if id, err := strconv.ParseUint(name, 10, 32); err == nil {
+			return uint32(id), true
+		}
+		return 0, false
+	}
+	id, err := strconv.ParseUint(g.Gid, 10, 32)
+	return uint32(id), err == nil
+}
+
+func (s *Server) stateDir() string { return filepath.Join(s.cfg.StateDir, "daemon") }
+
+// Serve listens on the API socket (and the metrics address) until ctx is
+// done or Shutdown is called.
+func (s *Server) Serve(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(s.cfg.SocketPath), 0o755); err != nil {
+		return fmt.Errorf("create socket directory: %w", err)
+	}
+	_ = os.Remove(s.cfg.SocketPath)
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.cfg.SocketPath, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.SocketPath, err)
+	}
+	ul.SetUnlinkOnClose(true)
+	// Everyone may connect; what they may do is decided per request from
+	// their credentials.
+	if err := os.Chmod(s.cfg.SocketPath, 0o666); err != nil {
+		ul.Close()
+		return fmt.Errorf("chmod %s: %w", s.cfg.SocketPath, err)
+	}
+	s.ln = listener{ul}
+	s.api = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- s.api.Serve(s.ln) }()
+	if s.cfg.MetricsAddr != "" {
+		ap, err := netip.ParseAddrPort(s.cfg.MetricsAddr)
+		if err != nil || !ap.Addr().IsLoopback() {
+			return fmt.Errorf("--metrics-addr %q: want a loopback address and port, e.g. 127.0.0.1:9469", s.cfg.MetricsAddr)
+		}
+		ml, err := net.Listen("tcp", ap.String())
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+		s.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { errc <- s.metricsSrv.Serve(ml) }()
+	}
+	s.wg.Go(s.watchAllowlist)
+	select {
+	case <-ctx.Done():
+		return s.Shutdown()
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// Shutdown stops serving. Sessions keep running, confined; their commands
+// are not killed and a restarted daemon adopts them.
+func (s *Server) Shutdown() error {
+	select {
+	case <-s.stop:
+		return nil
+	default:
+	}
+	close(s.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if s.api != nil {
+		_ = s.api.Shutdown(ctx)
+	}
+	if s.metricsSrv != nil {
+		_ = s.metricsSrv.Shutdown(ctx)
+	}
+	s.wg.Wait()
+	s.emit(Event{Type: EventDaemonStopped, Message: "sluice daemon stopped; running sessions stay confined"})
+	s.mu.Lock()
+	for _, ss := range s.sessions {
+		ss.detach()
+	}
+	s.mu.Unlock()
+	s.e.Close()
+	return s.audit.Close()
+}
+
+// ReopenAuditLog is what SIGHUP does.
+func (s *Server) ReopenAuditLog() error { return s.audit.Reopen() }
+
+// emit records an event: audit log, metrics, subscribers.
+func (s *Server) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	s.audit.Write(e)
+	if s.metrics != nil {
+		s.metrics.events.WithLabelValues(e.Type).Inc()
+	}
+	s.hub.publish(e)
+}
+
+func (s *Server) snapshot() []*session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		out = append(out, ss)
+	}
+	return out
+}

@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/loader"
+)
+
+// recentMax bounds the denials kept per session for `sluice sessions show`.
+const recentMax = 20
+
+// session is a daemon-owned enforcer session and the command in it.
+type session struct {
+	srv       *Server
+	s         *enforcer.Session
+	info      SessionInfo
+	requested *allowlist.Policy // what the client asked for; nil = the machine's
+	cmd       *exec.Cmd         // nil after a re-adoption
+
+	mu      sync.Mutex
+	recent  []Event
+	stream  chan Event // the creating client's response stream
+	done    chan struct{}
+	exit    int
+	readers sync.WaitGroup
+}
+
+// record is what survives a daemon crash, in the state directory.
+type record struct {
+	Name      string    `json:"name"`
+	UID       uint32    `json:"uid"`
+	Created   time.Time `json:"created"`
+	Argv0     string    `json:"argv0"`
+	Requested []string  `json:"requested,omitempty"`
+	AllowAll  bool      `json:"allow_all,omitempty"`
+	Audit     bool      `json:"audit,omitempty"`
+	DNSPort4  uint16    `json:"dns_port4"`
+	DNSPort6  uint16    `json:"dns_port6"`
+}
+
+func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDir(), name+".json") }
+
+func (ss *session) save() error {
+	p4, p6 := ss.s.DNSPorts()
+	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6}
+	if len(ss.info.Argv) > 0 {
+		r.Argv0 = ss.info.Argv[0]
+	}
+	if ss.requested == nil {
+		r.AllowAll = true
+	} else {
+		for _, e := range ss.requested.Entries() {
+			r.Requested = append(r.Requested, e.String())
+		}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	path := ss.srv.recordPath(ss.info.Name)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("save session %s: %w", ss.info.Name, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// dnsOptions are the session resolver's options, reporting its events.
+func (s *Server) dnsOptions(ss *session) *enforcer.DNSOptions {
+	d := s.cfg.DNS
+	d.Upstreams = s.cfg.Upstreams
+	d.OnEvent = func(ev dnsresolver.Event) { ss.dnsEvent(ev) }
+	d.ObserveUpstream = func(t time.Duration) { s.metrics.upstream.Observe(t.Seconds()) }
+	return &d
+}
+
+// readEvents turns the kernel's deny events into audit events.
+func (ss *session) readEvents() {
+	defer ss.readers.Done()
+	for {
+		ev, err := ss.s.ReadEvent()
+		if errors.Is(err, enforcer.ErrBadEvent) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		ss.kernelEvent(ev)
+	}
+}
+
+func (ss *session) kernelEvent(ev loader.Event) {
+	uid := ev.UID
+	e := Event{
+		Type: EventEgressDenied, Session: ss.info.Name, PID: ev.PID, Comm: ev.Comm, UID: &uid,
+		Reason: ev.Reason.String(), Message: ev.String(),
+	}
+	if ev.Audit {
+		e.Type = EventEgressAudit
+	}
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil {
+		e.Exe = exe
+	}
+	if ev.Addr.IsValid() {
+		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
+		if r := ss.s.Resolver(); r != nil {
+			e.Host = strings.Join(r.LearnedFrom(ev.Addr), ",")
+		}
+	} else {
+		e.Dst = ev.Destination()
+	}
+	ss.deliver(e)
+}
+
+func (ss *session) dnsEvent(ev dnsresolver.Event) {
+	e := Event{Session: ss.info.Name, Host: ev.Name, Reason: ev.Reason, Message: ev.String()}
+	switch ev.Kind {
+	case dnsresolver.EventRefused:
+		e.Type = EventDNSRefused
+		if ev.Audit {
+			e.Type = EventDNSAudit
+		}
+	case dnsresolver.EventRebinding:
+		e.Type = EventRebinding
+		e.Dst = ev.Addr.String()
+	case dnsresolver.EventCapReached:
+		e.Type = EventCapReached
+	case dnsresolver.EventMapFull:
+		e.Type = EventMapFull
+	default:
+		e.Type = EventUpstreamFailed
+	}
+	if who := ss.s.SocketOwner(ev.Client); who != "" {
+		e.Comm = who
+	}
+	ss.deliver(e)
+}
+
+// deliver sends an event everywhere it belongs.
+func (ss *session) deliver(e Event) {
+	e.Time = time.Now().UTC()
+	ss.srv.emit(e)
+	ss.mu.Lock()
+	ss.recent = append(ss.recent, e)
+	if len(ss.recent) > recentMax {
+		ss.recent = ss.recent[len(ss.recent)-recentMax:]
+	}
+	stream := ss.stream
+	ss.mu.Unlock()
+	if stream != nil {
+		select {
+		case stream <- e:
+		default:
+		}
+	}
+}
+
+// waitCommand waits for the command (or, after adoption, for the cgroup to
+// empty), then ends the session.
+func (ss *session) waitCommand() {
+	code := -1
+	if ss.cmd != nil {
+		err := ss.cmd.Wait()
+		code = 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
+		} else if err != nil {
+			code = 125
+		}
+	} else if err := ss.s.WaitEmpty(ss.srv.stop); err != nil {
+		return // daemon stopping: leave the session to the next daemon
+	}
+	ss.end(code)
+}
+
+// end removes the session: leftover processes are killed, its cgroup, map
+// entries and record removed.
+func (ss *session) end(code int) {
+	_ = ss.s.Kill()
+	_ = ss.s.FlushEvents()
+	ss.readers.Wait()
+	if err := ss.s.Close(); err != nil {
+		ss.srv.emit(Event{Type: EventSessionEnded, Session: ss.info.Name, Message: "cleanup: " + err.Error()})
+	}
+	_ = os.Remove(ss.srv.recordPath(ss.info.Name))
+	ss.srv.mu.Lock()
+	delete(ss.srv.sessions, ss.info.Name)
+	ss.srv.mu.Unlock()
+	e := Event{Type: EventSessionEnded, Session: ss.info.Name, Message: fmt.Sprintf("session %s ended", ss.info.Name)}
+	if code >= 0 {
+		e.Exit = &code
+	}
+	ss.srv.emit(e)
+	ss.mu.Lock()
+	ss.exit = code
+	ss.mu.Unlock()
+	close(ss.done)
+}
+
+// detach lets go of a session on daemon shutdown without ending it.
+func (ss *session) detach() {}
+
+// infoNow is the session's info with live counters.
+func (ss *session) infoNow() SessionInfo {
+	info := ss.info
+	for _, e := range ss.s.Policy().Entries() {
+		info.Policy = append(info.Policy, e.String())
+	}
+	if procs, err := ss.s.Procs(); err == nil {
+		info.Processes = len(procs)
+	}
+	if c, err := ss.s.Counters(); err == nil {
+		info.Allowed, info.Denied, info.Audited = c.Allowed, c.Denied, c.Audited
+	}
+	if r := ss.s.Resolver(); r != nil {
+		info.LearnedIPs = r.LearnedCount()
+	}
+	ss.mu.Lock()
+	info.Recent = append([]Event(nil), ss.recent...)
+	ss.mu.Unlock()
+	return info
+}
+
+// adoptAll re-adopts the sessions a previous daemon recorded.
+func (s *Server) adoptAll() {
+	entries, err := os.ReadDir(s.stateDir())
+	if err != nil {
+		return
+	}
+	for _, de := range entries {
+		if !strings.HasSuffix(de.Name(), ".json") {
+			continue
+		}
+		path := filepath.Join(s.stateDir(), de.Name())
+		b, err := os.ReadFile(path)
+		var r record
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err != nil {
+			_ = os.Remove(path)
+			continue
+		}
+		if err := s.adopt(r); err != nil {
+			s.emit(Event{Type: EventSessionEnded, Session: r.Name, Message: fmt.Sprintf("session %s not adopted: %v", r.Name, err)})
+			_ = os.Remove(path)
+		}
+	}
+}
+
+func (s *Server) adopt(r record) error {
+	ss := &session{srv: s, done: make(chan struct{}),
+		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit}}
+	if !r.AllowAll {
+		p, err := allowlist.FromStrings(r.Requested)
+		if err != nil {
+			return err
+		}
+		ss.requested = p
+	}
+	policy := intersect(ss.requested, s.machine.Load())
+	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss)}, r.DNSPort4, r.DNSPort6)
+	if err != nil {
+		return err
+	}
+	ss.s = es
+	if err := es.SetPolicy(policy); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sessions[r.Name] = ss
+	s.mu.Unlock()
+	_ = ss.save()
+	ss.readers.Add(1)
+	go ss.readEvents()
+	s.wg.Go(ss.waitCommand)
+	s.emit(Event{Type: EventSessionAdopted, Session: r.Name, Message: fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)})
+	return nil
+}
+
+// intersect is the part of requested that the machine allows; nil
+// requested means "everything the machine allows".
+func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
+	if requested == nil {
+		return machine
+	}
+	var keep []allowlist.Entry
+	for _, e := range requested.Entries() {
+		one, err := allowlist.New([]allowlist.Entry{e})
+		if err != nil {
+			continue
+		}
+		if _, err := one.Narrow(machine); err == nil {
+			keep = append(keep, e)
+		}
+	}
+	p, err := allowlist.New(keep)
+	if err != nil {
+		p, _ = allowlist.New(nil)
+	}
+	return p
+}
