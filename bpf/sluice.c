@@ -245,7 +245,7 @@ static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 i
 	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
 	int mapped = is_v4mapped(ip);
 
-	if (!s || !s->dns_port4 || !s->dns_port6)
+	if (!s || !s->dns_port4)
 		return 0;
 	struct bpf_sock *sk = ctx->sk;
 	if (!sk)
@@ -258,7 +258,12 @@ static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 i
 	if (!v6) {
 		ctx->user_ip4 = bpf_htonl(LOOPBACK4);
 		ctx->user_port = s->dns_port4;
-	} else if (mapped) {
+	} else if (mapped || !s->dns_port6) {
+		/* Without a resolver on ::1 (IPv6 off), a dual-stack socket
+		 * still reaches the IPv4 one through the mapped address. */
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0xffff);
 		ctx->user_ip6[3] = bpf_htonl(LOOPBACK4);
 		ctx->user_port = s->dns_port4;
 	} else {

@@ -17,8 +17,9 @@
 
 /* A session's policy, keyed by the cgroup id of the session's cgroup.
  * dns_port4/6 (network order) are the loopback ports of the session's
- * resolver on 127.0.0.1 and ::1; 0 means the session has no resolver and
- * port 53 is judged like any other port. */
+ * resolver on 127.0.0.1 and ::1. dns_port4 == 0 means the session has no
+ * resolver and port 53 is judged like any other port; dns_port6 == 0 (no
+ * IPv6 loopback) sends IPv6 DNS to ::ffff:127.0.0.1. */
 struct session {
 	__u32 flags;
 	__u16 dns_port4;

@@ -68,7 +68,9 @@ func FilterAnswer(resp *dns.Msg, qname string, allowPrivate bool) (learn []Learn
 			r.Value = stripHints(r.Value)
 		}
 		if _, isA := rr.(*dns.A); isA || isAAAA(rr) {
-			if why, bad := Rebinding(addr); bad && !allowPrivate {
+			// An empty RDATA unpacks to no address: never learned,
+			// whatever allowPrivate says.
+			if why, bad := Rebinding(addr); bad && (!allowPrivate || !addr.IsValid()) {
 				dropped = append(dropped, Dropped{Name: owner, Addr: addr, Why: why})
 				continue
 			}

@@ -51,10 +51,12 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 			delete(cur, a)
 		}
 	}
+	seen := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
-		if exp, ok := cur[a]; !ok || exp <= now {
+		if exp, ok := cur[a]; (!ok || exp <= now) && !seen[a] {
 			n++
 		}
+		seen[a] = true // an address repeated in one answer counts once
 	}
 	if limit > 0 && n > limit {
 		return fmt.Errorf("%w: %s would have %d (cap %d)", ErrCapReached, name, n, limit)

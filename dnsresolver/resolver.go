@@ -187,16 +187,18 @@ func (r *Resolver) ListenLoopbackOn(port4, port6 uint16) error {
 	if err != nil {
 		return err
 	}
+	// Without IPv6 loopback (IPv6 disabled, or lo down in a fresh
+	// namespace) the datapath sends IPv6 DNS to ::ffff:127.0.0.1 instead.
 	p6, err := r.listenPair("::1", port6)
 	if err != nil {
-		r.Close()
-		return err
+		p6 = 0
 	}
+	stop, done := make(chan struct{}), make(chan struct{})
 	r.mu.Lock()
 	r.port4, r.port6 = p4, p6
-	r.stopGC, r.gcDone = make(chan struct{}), make(chan struct{})
+	r.stopGC, r.gcDone = stop, done
 	r.mu.Unlock()
-	go r.gcLoop()
+	go r.gcLoop(stop, done)
 	return nil
 }
 
@@ -239,7 +241,7 @@ func (r *Resolver) serve(s *dns.Server) {
 	<-started
 }
 
-// Ports are the loopback ports on 127.0.0.1 and ::1.
+// Ports are the loopback ports on 127.0.0.1 and ::1 (0: no IPv6 loopback).
 func (r *Resolver) Ports() (v4, v6 uint16) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -270,13 +272,15 @@ func (r *Resolver) Close() {
 	}
 }
 
-func (r *Resolver) gcLoop() {
-	defer close(r.gcDone)
+// gcLoop gets its channels as arguments: Close clears r.stopGC, and a loop
+// that read the field again would wait on a nil channel for ever.
+func (r *Resolver) gcLoop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		select {
-		case <-r.stopGC:
+		case <-stop:
 			return
 		case <-t.C:
 			_, _ = r.GC()

@@ -49,8 +49,11 @@ func newUpstream(addr string, timeout time.Duration) *upstream {
 	return &upstream{addr: addr, timeout: timeout}
 }
 
-// sock returns a socket with room for another query, replacing a worn one.
-func (u *upstream) sock() (*upSock, error) {
+// sock returns a socket with room for another query, replacing a worn one,
+// with w registered on it under a fresh random ID. Registering before the
+// socket is handed out keeps a worn socket from being closed between a
+// query picking it and the query's registration.
+func (u *upstream) sock(w waiter) (*upSock, uint16, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	i := u.next
@@ -64,25 +67,51 @@ func (u *upstream) sock() (*upSock, error) {
 			if len(s.pending) == 0 {
 				s.conn.Close()
 			}
-		}
-		s.uses++
-		s.mu.Unlock()
-		if !worn {
-			return s, nil
+			s.mu.Unlock()
+		} else {
+			s.uses++
+			id := s.register(w)
+			s.mu.Unlock()
+			return s, id, nil
 		}
 	}
 	raddr, err := net.ResolveUDPAddr("udp", u.addr)
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", u.addr, err)
+		return nil, 0, fmt.Errorf("upstream %s: %w", u.addr, err)
 	}
 	conn, err := net.DialUDP("udp", nil, raddr)
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", u.addr, err)
+		return nil, 0, fmt.Errorf("upstream %s: %w", u.addr, err)
 	}
 	s = &upSock{conn: conn, pending: map[uint16]waiter{}, uses: 1}
+	id := s.register(w) // before read starts: no lock needed yet
 	u.socks[i] = s
 	go s.read()
-	return s, nil
+	return s, id, nil
+}
+
+// register adds w under a random ID not in use on s; s.mu is held (or s
+// not shared yet). A socket has at most maxUsesPerSocket queries, so a
+// free ID is found quickly.
+func (s *upSock) register(w waiter) uint16 {
+	for {
+		id := uint16(rand.Uint32())
+		if _, busy := s.pending[id]; !busy {
+			s.pending[id] = w
+			return id
+		}
+	}
+}
+
+// release forgets the query with id, closing a retired socket after its
+// last query.
+func (s *upSock) release(id uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, id)
+	if s.retired && len(s.pending) == 0 {
+		s.conn.Close()
+	}
 }
 
 // read delivers replies to their waiters. A reply whose ID is not pending,
@@ -122,39 +151,21 @@ func sameQuestion(a, b dns.Question) bool {
 // exchange sends q over UDP with a fresh random ID and waits for the
 // matching reply; a truncated reply is retried over TCP.
 func (u *upstream) exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
-	s, err := u.sock()
+	ch := make(chan *dns.Msg, 1)
+	s, id, err := u.sock(waiter{q: q.Question[0], ch: ch})
 	if err != nil {
 		return nil, err
-	}
-	ch := make(chan *dns.Msg, 1)
-	s.mu.Lock()
-	var id uint16
-	for {
-		id = uint16(rand.Uint32())
-		if _, busy := s.pending[id]; !busy {
-			break
-		}
-	}
-	s.pending[id] = waiter{q: q.Question[0], ch: ch}
-	s.mu.Unlock()
-	unregister := func() {
-		s.mu.Lock()
-		delete(s.pending, id)
-		if s.retired && len(s.pending) == 0 {
-			s.conn.Close()
-		}
-		s.mu.Unlock()
 	}
 
 	m := q.Copy()
 	m.Id = id
 	wire, err := m.Pack()
 	if err != nil {
-		unregister()
+		s.release(id)
 		return nil, fmt.Errorf("pack query: %w", err)
 	}
 	if _, err := s.conn.Write(wire); err != nil {
-		unregister()
+		s.release(id)
 		return nil, fmt.Errorf("send to %s: %w", u.addr, err)
 	}
 	timer := time.NewTimer(u.timeout)
@@ -166,10 +177,10 @@ func (u *upstream) exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
 		}
 		return r, nil
 	case <-timer.C:
-		unregister()
+		s.release(id)
 		return nil, fmt.Errorf("upstream %s: no answer within %v", u.addr, u.timeout)
 	case <-ctx.Done():
-		unregister()
+		s.release(id)
 		return nil, ctx.Err()
 	}
 }

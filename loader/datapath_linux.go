@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ type attachment struct {
 	attach ebpf.AttachType
 	prog   func(*sluiceObjects) *ebpf.Program
 }
+
 
 var attachments = []attachment{
 	{"link_connect4", ebpf.AttachCGroupInet4Connect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnect4 }},
@@ -42,6 +44,8 @@ type Datapath struct {
 	cgroupPath string
 	objs       sluiceObjects
 	links      []link.Link
+	progs      []*ebpf.Program // in force, in the order of attachments
+	reused     bool            // progs were opened by id, not loaded (see reuse)
 	innerSpec  *ebpf.MapSpec
 }
 
@@ -70,7 +74,14 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath spec: %w", err)
 	}
 	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy()}
+	cgid, err := cgroupID(cgroupPath)
+	if err != nil {
+		return nil, err
+	}
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pinDir}}
+	if d.reuse(spec, opts, cgid) {
+		return d, nil
+	}
 	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -81,11 +92,6 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
-	cgid, err := cgroupID(cgroupPath)
-	if err != nil {
-		d.objs.Close()
-		return nil, err
-	}
 	for _, a := range attachments {
 		l, err := d.attach(a, cgid)
 		if err != nil {
@@ -93,8 +99,96 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 			return nil, err
 		}
 		d.links = append(d.links, l)
+		d.progs = append(d.progs, a.prog(&d.objs))
+	}
+	if err := d.pinObjectHash(); err != nil {
+		d.Close()
+		return nil, err
 	}
 	return d, nil
+}
+
+// objectHash identifies the embedded BPF object.
+func objectHash() [32]byte { return sha256.Sum256(_SluiceBytes) }
+
+// metaPin is a one-entry array holding the hash of the object whose
+// programs the pinned links run (bpffs holds only BPF objects).
+const metaPin = "meta"
+
+func (d *Datapath) objectPinned() bool {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(d.pinDir, metaPin), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return false
+	}
+	defer m.Close()
+	var got [32]byte
+	if err := m.Lookup(uint32(0), &got); err != nil {
+		return false
+	}
+	return got == objectHash()
+}
+
+func (d *Datapath) pinObjectHash() error {
+	path := filepath.Join(d.pinDir, metaPin)
+	m, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		m, err = ebpf.NewMap(&ebpf.MapSpec{Name: "sluice_meta", Type: ebpf.Array, KeySize: 4, ValueSize: 32, MaxEntries: 1})
+		if err != nil {
+			return fmt.Errorf("create meta map: %w", err)
+		}
+		if err := m.Pin(path); err != nil {
+			m.Close()
+			return fmt.Errorf("pin meta map: %w", err)
+		}
+	}
+	defer m.Close()
+	h := objectHash()
+	if err := m.Update(uint32(0), h, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("record datapath version: %w", err)
+	}
+	return nil
+}
+
+// reuse is the fast path of Open: when the pinned datapath was attached
+// from this very object (its hash is pinned beside it) and every pinned
+// link is attached to this cgroup, only the maps are opened. Loading (verifying) the programs is most of a cold
+// start, and `sluice run` pays for it on every run otherwise.
+func (d *Datapath) reuse(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, cgid uint64) bool {
+	var links []link.Link
+	var progs []*ebpf.Program
+	fail := func() bool {
+		for _, l := range links {
+			l.Close()
+		}
+		for _, p := range progs {
+			p.Close()
+		}
+		return false
+	}
+	if !d.objectPinned() {
+		return false
+	}
+	for _, a := range attachments {
+		l, err := link.LoadPinnedLink(filepath.Join(d.pinDir, a.name), nil)
+		if err != nil {
+			return fail()
+		}
+		links = append(links, l)
+		info, err := l.Info()
+		if err != nil || info.Cgroup() == nil || info.Cgroup().CgroupId != cgid {
+			return fail()
+		}
+		p, err := ebpf.NewProgramFromID(info.Program)
+		if err != nil {
+			return fail()
+		}
+		progs = append(progs, p)
+	}
+	if err := spec.LoadAndAssign(&d.objs.sluiceMaps, opts); err != nil {
+		return fail()
+	}
+	d.links, d.progs, d.reused = links, progs, true
+	return true
 }
 
 // attach re-opens and updates the pinned link of a, or attaches a new one
@@ -134,6 +228,12 @@ func (d *Datapath) Close() error {
 		l.Close()
 	}
 	d.links = nil
+	if d.reused {
+		for _, p := range d.progs {
+			p.Close()
+		}
+	}
+	d.progs = nil
 	return d.objs.Close()
 }
 
@@ -145,8 +245,11 @@ func (d *Datapath) Verify(path string) error {
 		return fmt.Errorf("open cgroup %s: %w", path, err)
 	}
 	defer f.Close()
-	for _, a := range attachments {
-		info, err := a.prog(&d.objs).Info()
+	for i, a := range attachments {
+		if i >= len(d.progs) {
+			return fmt.Errorf("verify %s: datapath not open", a.name)
+		}
+		info, err := d.progs[i].Info()
 		if err != nil {
 			return fmt.Errorf("verify %s: program info: %w", a.name, err)
 		}

@@ -31,9 +31,9 @@ type Counters struct {
 type SessionConfig struct {
 	Flags SessionFlags
 	// DNSPort4 and DNSPort6 are the ports of the session's resolver on
-	// 127.0.0.1 and ::1. When both are set, the datapath redirects the
-	// session's port-53 traffic there; otherwise port 53 is judged like any
-	// other port.
+	// 127.0.0.1 and ::1. When DNSPort4 is set, the datapath redirects the
+	// session's port-53 traffic there (IPv6 to ::ffff:127.0.0.1 when
+	// DNSPort6 is 0); otherwise port 53 is judged like any other port.
 	DNSPort4, DNSPort6 uint16
 }
 
