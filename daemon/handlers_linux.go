@@ -144,9 +144,6 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, fail(http.StatusBadRequest, "argv: a command is required")
 	}
-	if len(files) != 3 {
-		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
-	}
 	if req.PidsMax < 0 || req.MemoryMax < 0 {
 		return nil, fail(http.StatusBadRequest, "pids_max and memory_max must not be negative")
 	}
@@ -174,6 +171,10 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		if _, err := requested.Narrow(machine); err != nil {
 			return nil, fail(http.StatusForbidden, "a session may only narrow the machine allowlist: %v", err)
 		}
+	}
+	// Descriptors last: a request that is wrong anyway says so first.
+	if len(files) != 3 {
+		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
 	}
 	path := req.Path
 	if path == "" {

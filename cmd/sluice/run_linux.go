@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 )
@@ -25,8 +26,13 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
 
+	// An explicit socket means "through the daemon": falling back to the
+	// embedded enforcer would silently apply another policy.
+	explicit := socketFlag != "" || os.Getenv(daemon.SocketEnv) != ""
 	if c := client(); c.Available(cmd.Context()) {
 		return runViaDaemon(cmd, c, o, policy, memMax, argv)
+	} else if explicit {
+		return fail(fmt.Errorf("no sluice daemon answers on %s", daemon.SocketPath(socketFlag)))
 	}
 	if os.Geteuid() != 0 {
 		return fail(errors.New("kernel enforcement needs root: run `sudo sluice run ...`, or start `sluice daemon`"))

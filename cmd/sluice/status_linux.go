@@ -1,16 +1,26 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
 )
 
 func status(w io.Writer) error {
+	if c := client(); c.Available(context.Background()) {
+		st, err := c.Status(context.Background())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "daemon: sluice %s on %s\nallowlist: %s (%d entries)\nsessions: %d\n", st.Version, daemon.SocketPath(socketFlag), st.Allowlist, st.Entries, st.Sessions)
+		return nil
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("status needs root (it reads the pinned datapath)")
 	}

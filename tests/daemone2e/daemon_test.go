@@ -1,0 +1,306 @@
+//go:build linux
+
+package daemone2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/tests/world"
+)
+
+func TestRunThroughDaemon(t *testing.T) {
+	f := newFixture(t, "allowed.test", "203.0.113.10")
+	// Positive twin: allowed by name (learned through the daemon's
+	// resolver) and by IP.
+	if r := f.probe(t, nil, "resolve-tcp", "allowed.test", fmt.Sprint(f.port)); !r.OK {
+		t.Fatalf("allowed name through the daemon: %s", r)
+	}
+	out, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", world.BuildProbe(t), "tcp", world.DeniedV4.String(), fmt.Sprint(f.denied))
+	r, _ := world.ParseProbeResult([]byte(out))
+	if r.OK || r.Errno != "EPERM" || code != 1 {
+		t.Fatalf("denied host: %s (exit %d)", r, code)
+	}
+	if !strings.Contains(stderr, "denied probe[") || !strings.Contains(stderr, "203.0.113.20:"+fmt.Sprint(f.denied)+"/tcp: not in the allowlist") {
+		t.Fatalf("the denial line did not reach the client:\n%s", stderr)
+	}
+	f.w.AssertNothingArrived(t, world.To(world.DeniedV4), 200*time.Millisecond)
+	e := f.waitAudit(t, "egress_denied", nil)
+	if e["comm"] != "probe" || e["dst"] != "203.0.113.20" || e["proto"] != "tcp" || e["exe"] == nil || e["uid"] != float64(65534) {
+		t.Fatalf("egress_denied audit line lacks who/where: %v", e)
+	}
+	// Exit status passes through.
+	if _, _, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", "exit 7"); code != 7 {
+		t.Fatalf("exit status: %d", code)
+	}
+}
+
+func TestAPIRejectsBadInput(t *testing.T) {
+	f := newFixture(t, "allowed.test", "203.0.113.0/24")
+	before, _ := os.ReadFile(f.allow)
+	cases := []struct {
+		name, method, path, body string
+		code                     int
+		msg                      string
+	}{
+		{"malformed JSON", "POST", "/v1/sessions", `{"argv": [`, 400, "malformed request"},
+		{"unknown field", "POST", "/v1/sessions", `{"argv": ["true"], "allow_everything": true}`, 400, "unknown field"},
+		{"trailing data", "POST", "/v1/sessions", `{"argv": ["true"]} {}`, 400, "trailing data"},
+		{"no command", "POST", "/v1/sessions", `{"argv": []}`, 400, "a command is required"},
+		{"invalid host", "POST", "/v1/sessions", `{"argv": ["/bin/true"], "allow": ["https://x.example/"], "user": "65534"}`, 400, `"https://x.example/"`},
+		{"widening", "POST", "/v1/sessions", `{"argv": ["/bin/true"], "allow": ["evil.example", "198.51.100.0/24"], "user": "65534"}`, 403, "evil.example"},
+		{"no descriptors", "POST", "/v1/sessions", `{"argv": ["/bin/true"], "user": "65534"}`, 400, "descriptors"},
+		{"10 MB body", "POST", "/v1/sessions", `{"argv": ["` + strings.Repeat("a", 10<<20) + `"]}`, 413, "larger than"},
+		{"bad allow entry", "POST", "/v1/allowlist", `{"entries": ["*"]}`, 400, `"*"`},
+		{"empty allow", "POST", "/v1/allowlist", `{"entries": []}`, 400, "nothing to allow"},
+		{"unknown session", "DELETE", "/v1/sessions/nope", ``, 404, "no session"},
+		{"bad signal", "POST", "/v1/sessions/nope/signal", `{"signal": "TERM"}`, 404, "no session"},
+		{"revoke unknown", "POST", "/v1/allowlist/revoke", `{"owner": "nobody"}`, 404, "no entry is owned"},
+	}
+	for _, c := range cases {
+		code, body := f.api(t, c.method, c.path, []byte(c.body))
+		var e struct{ Error string }
+		if code != c.code || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error, c.msg) {
+			t.Errorf("%s: got %d %.300s, want %d with %q", c.name, code, body, c.code, c.msg)
+		}
+	}
+	code, body := f.api(t, "GET", "/v1/sessions", nil)
+	if code != 200 || strings.TrimSpace(body) != "[]" {
+		t.Fatalf("bad requests left sessions behind: %d %s", code, body)
+	}
+	if after, _ := os.ReadFile(f.allow); string(after) != string(before) {
+		t.Fatalf("bad requests changed the allowlist:\n%s", after)
+	}
+}
+
+func TestUnprivilegedClients(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	// uid 65534 (gid 65534 = the session group) starts a session.
+	marker := filepath.Join(f.dir, "started")
+	go f.sluice(t, 65534, 65534, "run", "--", "sh", "-c", "echo $SLUICE_SESSION > "+marker+"; sleep 30")
+	session := strings.TrimSpace(string(waitFile(t, marker)))
+
+	// Another member of the group sees nothing of it and cannot kill it.
+	out, _, code := f.sluice(t, 65532, 65534, "sessions")
+	if code != 0 || strings.Contains(out, session) {
+		t.Fatalf("uid 65532 sees another user's session: %s", out)
+	}
+	if _, stderr, code := f.sluice(t, 65532, 65534, "sessions", "kill", session); code == 0 || !strings.Contains(stderr, "no session") {
+		t.Fatalf("uid 65532 killed another user's session (exit %d): %s", code, stderr)
+	}
+	// Widening and running as someone else are refused.
+	if _, stderr, code := f.sluice(t, 65532, 65534, "run", "--allow", "198.51.100.7", "--", "true"); code == 0 || !strings.Contains(stderr, "198.51.100.7") {
+		t.Fatalf("a session widened the machine allowlist (exit %d): %s", code, stderr)
+	}
+	if _, stderr, code := f.sluice(t, 65532, 65534, "run", "--user", "65534", "--", "true"); code == 0 || !strings.Contains(stderr, "only root") {
+		t.Fatalf("uid 65532 ran a command as another user (exit %d): %s", code, stderr)
+	}
+	if _, stderr, code := f.sluice(t, 65532, 65534, "allow", "evil.example"); code == 0 || !strings.Contains(stderr, "needs root") {
+		t.Fatalf("uid 65532 changed the machine allowlist (exit %d): %s", code, stderr)
+	}
+	// Not in the group: no sessions at all.
+	if _, stderr, code := f.sluice(t, 65533, 65533, "run", "--", "true"); code == 0 || !strings.Contains(stderr, "may not create sessions") {
+		t.Fatalf("a user outside the group created a session (exit %d): %s", code, stderr)
+	}
+	// The owner sees its session, running as itself, and can kill it.
+	out, _, _ = f.sluice(t, 65534, 65534, "sessions")
+	if !strings.Contains(out, session) {
+		t.Fatalf("the owner does not see its session: %s", out)
+	}
+	out, _, _ = f.sluice(t, 65534, 65534, "sessions", "show", session)
+	var info struct {
+		UID    uint32   `json:"uid"`
+		Policy []string `json:"policy"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil || info.UID != 65534 || len(info.Policy) != 1 {
+		t.Fatalf("sessions show: %v %s", err, out)
+	}
+	if _, _, code := f.sluice(t, 65534, 65534, "sessions", "kill", session); code != 0 {
+		t.Fatal("the owner could not kill its session")
+	}
+	f.waitAudit(t, "session_ended", func(e map[string]any) bool { return e["session"] == session })
+}
+
+func TestCrashKeepsSessionsConfined(t *testing.T) {
+	f := newFixture(t, "allowed.test", "allowed2.test")
+	probe := world.BuildProbe(t)
+	d := f.dir
+	script := fmt.Sprintf(`
+%[1]s resolve-tcp allowed.test %[2]d > %[3]s/1.tmp; mv %[3]s/1.tmp %[3]s/1
+while [ ! -e %[3]s/go1 ]; do sleep 0.05; done
+%[1]s tcp 203.0.113.20 %[4]d > %[3]s/2.tmp; mv %[3]s/2.tmp %[3]s/2
+%[1]s -timeout 1s resolve allowed2.test > %[3]s/3.tmp; mv %[3]s/3.tmp %[3]s/3
+while [ ! -e %[3]s/go2 ]; do sleep 0.05; done
+%[1]s resolve-tcp allowed2.test %[2]d > %[3]s/4.tmp; mv %[3]s/4.tmp %[3]s/4
+`, probe, f.port, d, f.denied)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
+	}()
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/1")); !r.OK {
+		t.Fatalf("before the crash: %s", r)
+	}
+	f.stopDaemon(t) // kill -9
+	if err := os.WriteFile(d+"/go1", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/2")); r.OK || r.Errno != "EPERM" {
+		t.Fatalf("with the daemon dead the session reached a denied host: %s", r)
+	}
+	f.w.AssertNothingArrived(t, world.To(world.DeniedV4), 200*time.Millisecond)
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/3")); r.OK {
+		t.Fatalf("a name not yet learned resolved with the daemon dead: %s", r)
+	}
+	// A process outside the session is not affected.
+	if r := f.w.RunProbe(t, nil, "tcp", world.DeniedV4.String(), fmt.Sprint(f.denied)); !r.OK {
+		t.Fatalf("outside the session: %s", r)
+	}
+
+	f.startDaemon(t)
+	f.waitAudit(t, "session_adopted", nil)
+	out, _, _ := f.sluice(t, 0, 0, "sessions")
+	if !strings.Contains(out, "run-") {
+		t.Fatalf("the re-adopted session is not listed: %s", out)
+	}
+	if err := os.WriteFile(d+"/go2", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/4")); !r.OK {
+		t.Fatalf("after the restart names resolve again: %s", r)
+	}
+	f.waitAudit(t, "session_ended", nil)
+	<-done
+	// Continuity: the audit log tells the whole story in order.
+	var types []string
+	for _, e := range f.auditEvents(t) {
+		types = append(types, e["type"].(string))
+	}
+	got := strings.Join(types, " ")
+	if !regexp.MustCompile(`daemon_started .*session_started .*daemon_started .*session_adopted .*session_ended`).MatchString(got) {
+		t.Fatalf("audit log out of order: %s", got)
+	}
+}
+
+func TestAllowlistReload(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	probe := world.BuildProbe(t)
+	d := f.dir
+	script := fmt.Sprintf(`
+%[1]s tcp 203.0.113.20 %[2]d > %[3]s/a.tmp; mv %[3]s/a.tmp %[3]s/a
+while [ ! -e %[3]s/go ]; do sleep 0.05; done
+%[1]s tcp 203.0.113.20 %[2]d > %[3]s/b.tmp; mv %[3]s/b.tmp %[3]s/b
+while [ ! -e %[3]s/go2 ]; do sleep 0.05; done
+%[1]s tcp 203.0.113.20 %[2]d > %[3]s/c.tmp; mv %[3]s/c.tmp %[3]s/c
+`, probe, f.denied, d)
+	go f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/a")); r.OK {
+		t.Fatalf("before the change: %s", r)
+	}
+	// A valid change applies to the running session at once.
+	f.writeAllowlist(t, "203.0.113.10", "203.0.113.20")
+	f.waitAudit(t, "policy_changed", func(e map[string]any) bool { return strings.Contains(fmt.Sprint(e["entries"]), "203.0.113.20") })
+	_ = os.WriteFile(d+"/go", nil, 0o644)
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/b")); !r.OK {
+		t.Fatalf("after a valid change: %s", r)
+	}
+	// An invalid file is reported with the entry at fault; the last good
+	// policy stays.
+	f.writeFile(t, f.allow, []byte("{\"allowed_hosts\": [\n  \"203.0.113.10\",\n  \"https://bad.example/\"\n]}"))
+	e := f.waitAudit(t, "policy_invalid", nil)
+	if !strings.Contains(e["reason"].(string), "line 3") || !strings.Contains(e["reason"].(string), "https://bad.example/") {
+		t.Fatalf("policy_invalid does not name the line and entry: %v", e)
+	}
+	_ = os.WriteFile(d+"/go2", nil, 0o644)
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/c")); !r.OK {
+		t.Fatalf("an invalid file changed the policy in force: %s", r)
+	}
+}
+
+func TestOwnersAndRevoke(t *testing.T) {
+	f := newFixture(t)
+	if _, _, code := f.sluice(t, 0, 0, "allow", "--owner", "provider:a", "a.example", "shared.example"); code != 0 {
+		t.Fatal("allow a")
+	}
+	if _, _, code := f.sluice(t, 0, 0, "allow", "--owner", "provider:b", "shared.example"); code != 0 {
+		t.Fatal("allow b")
+	}
+	out, _, code := f.sluice(t, 0, 0, "revoke", "provider:a")
+	if code != 0 || !strings.Contains(out, "removed a.example") || !strings.Contains(out, "kept shared.example") {
+		t.Fatalf("revoke: %s", out)
+	}
+	b, _ := os.ReadFile(f.allow)
+	if strings.Contains(string(b), "a.example\"") && !strings.Contains(string(b), "shared.example") {
+		t.Fatalf("allowlist after revoke:\n%s", b)
+	}
+	if strings.Contains(string(b), `"a.example"`) {
+		t.Fatalf("a.example survived its owner's revoke:\n%s", b)
+	}
+	e := f.waitAudit(t, "policy_changed", func(e map[string]any) bool { return strings.Contains(e["message"].(string), "revoke provider:a") })
+	if e["actor_uid"] != float64(0) {
+		t.Fatalf("policy change without its actor: %v", e)
+	}
+	if _, _, code := f.sluice(t, 0, 0, "deny", "shared.example"); code != 0 {
+		t.Fatal("deny")
+	}
+	if b, _ := os.ReadFile(f.allow); strings.Contains(string(b), "shared.example") {
+		t.Fatalf("deny left the entry:\n%s", b)
+	}
+}
+
+func TestMetricsMoveOnDenial(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	scrape := func() string {
+		var body string
+		err := f.w.InClient(func() error {
+			c, err := net.DialTimeout("tcp", metricsAddr, 2*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(bufioReader(c), nil)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			body = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("scrape: %v", err)
+		}
+		return body
+	}
+	probe := world.BuildProbe(t)
+	d := f.dir
+	script := fmt.Sprintf(`%[1]s tcp 203.0.113.20 %[2]d; %[1]s tcp 203.0.113.20 %[2]d; echo > %[3]s/done; sleep 5`, probe, f.denied, d)
+	go f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
+	waitFile(t, d+"/done")
+	body := scrape()
+	re := regexp.MustCompile(`sluice_connections_total\{session="[^"]+",verdict="denied"\} (\d+)`)
+	m := re.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no per-session denied counter:\n%s", body)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 2 {
+		t.Fatalf("denied counter %d after 2 denials", n)
+	}
+	for _, name := range []string{"sluice_sessions 1", "sluice_dns_queries_total", "sluice_audit_events_total{type=\"egress_denied\"}", "sluice_learned_map_fill_ratio"} {
+		if !strings.Contains(body, name) {
+			t.Errorf("metrics lack %s", name)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+//go:build linux
+
+// Package daemone2e tests the sluice daemon end to end: its API with good
+// and bad input, who may do what (real other uids), crash survival and
+// re-adoption, allowlist reloads, the audit log and the metrics. The daemon
+// runs in the world's client namespace, so the commands it spawns do too.
+package daemone2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/tests/world"
+)
+
+var sluiceBin string
+
+var dnsAddr = netip.MustParseAddr("203.0.113.53")
+
+const metricsAddr = "127.0.0.1:9469"
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if os.Geteuid() != 0 {
+			return m.Run()
+		}
+		dir, err := os.MkdirTemp("", "sluice-daemone2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		_ = os.Chmod(dir, 0o755)
+		sluiceBin = filepath.Join(dir, "sluice")
+		build := exec.Command("go", "build", "-o", sluiceBin, "github.com/sluice-dev/sluice/cmd/sluice")
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build sluice:", err)
+			return 1
+		}
+		defer world.RemoveProbe()
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// fixture is a world with a DNS server and a running daemon.
+type fixture struct {
+	w        *world.World
+	dns      *world.DNSServer
+	instance string
+	dir      string // 0755: socket, allowlist, audit log, scratch files
+	sock     string
+	allow    string
+	audit    string
+	daemon   *exec.Cmd
+	port     uint16 // TCP server on AllowedV4
+	denied   uint16 // TCP server on DeniedV4
+}
+
+func newFixture(t *testing.T, allowed ...string) *fixture {
+	w := world.New(t)
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir()}
+	_ = os.Chmod(filepath.Dir(f.dir), 0o755)
+	_ = os.Chmod(f.dir, 0o777)
+	f.sock = filepath.Join(f.dir, "sluice.sock")
+	f.allow = filepath.Join(f.dir, "network_allowlist.json")
+	f.audit = filepath.Join(f.dir, "audit.jsonl")
+	f.dns = w.ServeDNS(t, dnsAddr, world.Zone(map[string][]string{
+		"allowed.test.":  {"A 203.0.113.10"},
+		"allowed2.test.": {"A 203.0.113.10"},
+	}))
+	f.port = w.ListenTCP(t, world.AllowedV4)
+	f.denied = w.ListenTCP(t, world.DeniedV4)
+	f.writeAllowlist(t, allowed...)
+	t.Cleanup(func() {
+		f.stopDaemon(t)
+		c := exec.Command(sluiceBin, "cleanup", "--state-dir", "/run/"+f.instance)
+		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Errorf("sluice cleanup: %v: %s", err, out)
+		}
+	})
+	f.startDaemon(t)
+	return f
+}
+
+func (f *fixture) writeAllowlist(t *testing.T, entries ...string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string][]string{"allowed_hosts": entries})
+	f.writeFile(t, f.allow, b)
+}
+
+// writeFile replaces a file atomically, as editors do.
+func (f *fixture) writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) startDaemon(t *testing.T) {
+	t.Helper()
+	c := f.w.ClientCmd(context.Background(), sluiceBin, "daemon",
+		"--socket", f.sock, "--allowlist", f.allow, "--state-dir", "/run/"+f.instance, "--audit-log", f.audit,
+		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534")
+	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
+	var errb bytes.Buffer
+	c.Stdout, c.Stderr = &errb, &errb
+	if err := c.Start(); err != nil {
+		t.Fatalf("start daemon: %v", err)
+	}
+	f.daemon = c
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if out, _, code := f.sluice(t, 0, 0, "status"); code == 0 && strings.HasPrefix(out, "daemon:") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("daemon did not answer on %s: %s", f.sock, errb.String())
+}
+
+// stopDaemon kills the daemon (the nsenter wrapper execs it, so the pid is
+// the daemon's) with SIGKILL unless it already exited.
+func (f *fixture) stopDaemon(t *testing.T) {
+	if f.daemon == nil {
+		return
+	}
+	_ = f.daemon.Process.Signal(syscall.SIGKILL)
+	_ = f.daemon.Wait()
+	f.daemon = nil
+}
+
+// sluice runs a sluice client command as uid:gid (0: root) with the
+// daemon's socket, outside any namespace (the daemon spawns the commands).
+func (f *fixture) sluice(t *testing.T, uid, gid uint32, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, sluiceBin, append([]string{"--socket", f.sock}, args...)...)
+	c.Dir = "/"
+	if uid != 0 {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}}
+	}
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		// Errorf, not Fatalf: tests run sessions from other goroutines.
+		t.Errorf("sluice %v: %v", args, err)
+		return out.String(), errb.String(), -1
+	}
+	t.Logf("uid %d: sluice %s -> %d\nstdout: %s\nstderr: %s", uid, strings.Join(args, " "), code, out.String(), errb.String())
+	return out.String(), errb.String(), code
+}
+
+// probe runs one confined probe action through the daemon as root asking
+// for uid 65534.
+func (f *fixture) probe(t *testing.T, flags []string, action ...string) world.ProbeResult {
+	t.Helper()
+	args := append([]string{"run", "--user", "65534:65534"}, flags...)
+	args = append(append(args, "--", world.BuildProbe(t)), action...)
+	out, _, _ := f.sluice(t, 0, 0, args...)
+	r, err := world.ParseProbeResult([]byte(out))
+	if err != nil {
+		t.Fatalf("probe %v: %v", action, err)
+	}
+	return r
+}
+
+// auditEvents parses the audit log; every line must be a JSON object with
+// the fields docs/audit.md promises.
+func (f *fixture) auditEvents(t *testing.T) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(f.audit)
+	if err != nil {
+		t.Fatalf("audit log: %v", err)
+	}
+	var evs []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		for _, k := range []string{"time", "type", "message"} {
+			if _, ok := e[k].(string); !ok {
+				t.Fatalf("audit line without %q: %s", k, sc.Text())
+			}
+		}
+		if _, err := time.Parse(time.RFC3339Nano, e["time"].(string)); err != nil {
+			t.Fatalf("audit line with a bad time: %s", sc.Text())
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// waitAudit waits (bounded) for an audit event of typ matching pred.
+func (f *fixture) waitAudit(t *testing.T, typ string, pred func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(f.audit); err == nil {
+			for _, e := range f.auditEvents(t) {
+				if e["type"] == typ && (pred == nil || pred(e)) {
+					return e
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no %s event in the audit log", typ)
+	return nil
+}
+
+// api sends a raw request to the daemon as root.
+func (f *fixture) api(t *testing.T, method, path string, body []byte) (int, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", f.sock)
+		}}}
+	req, _ := http.NewRequest(method, "http://sluice"+path, bytes.NewReader(body))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// waitFile waits (bounded) for a confined script's output file.
+func waitFile(t *testing.T, path string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return b
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+	return nil
+}
+
+func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
