@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -102,6 +103,7 @@ type Session struct {
 	events   *ringbuf.Reader
 	cfg      loader.SessionConfig
 	resolver *dnsresolver.Resolver
+	adopted  bool
 	closed   bool
 }
 
@@ -223,7 +225,16 @@ func (s *Session) Close() error {
 		if err := s.cg.Remove(5 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
-		if err := s.e.dp.RemoveSession(s.cg.ID()); err != nil {
+		// A session this process built knows its CIDRs exactly; an
+		// adopted one may hold entries of an older policy: scan.
+		var prefixes []netip.Prefix
+		if !s.adopted && s.policy != nil {
+			prefixes = s.policy.Prefixes()
+			if prefixes == nil {
+				prefixes = []netip.Prefix{}
+			}
+		}
+		if err := s.e.dp.RemoveSession(s.cg.ID(), prefixes); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -261,7 +272,7 @@ func (e *Enforcer) Reclaim() []error {
 			continue
 		}
 		delete(live, cg.ID())
-		if err := e.dp.RemoveSession(cg.ID()); err != nil {
+		if err := e.dp.RemoveSession(cg.ID(), nil); err != nil {
 			errs = append(errs, err)
 		}
 		os.Remove(lockPath)
@@ -272,7 +283,7 @@ func (e *Enforcer) Reclaim() []error {
 	}
 	for _, id := range ids {
 		if !live[id] {
-			if err := e.dp.RemoveSession(id); err != nil {
+			if err := e.dp.RemoveSession(id, nil); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -83,7 +83,7 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 		lock.Close()
 		return nil, fmt.Errorf("session %s is owned by a running process: %w", name, err)
 	}
-	s := &Session{e: e, lock: lock, policy: opts.Policy}
+	s := &Session{e: e, lock: lock, policy: opts.Policy, adopted: true}
 	var cg *cgroups.Session
 	if cg, err = e.root.Session(name); err != nil {
 		s.lock.Close()

@@ -245,18 +245,19 @@ func (d *Datapath) Verify(path string) error {
 		return fmt.Errorf("open cgroup %s: %w", path, err)
 	}
 	defer f.Close()
-	for i, a := range attachments {
-		if i >= len(d.progs) {
-			return fmt.Errorf("verify %s: datapath not open", a.name)
-		}
-		info, err := d.progs[i].Info()
+	for _, a := range attachments {
+		// The program the pinned link runs now: another sluice may have
+		// updated the link since this handle was opened.
+		l, err := link.LoadPinnedLink(filepath.Join(d.pinDir, a.name), nil)
 		if err != nil {
-			return fmt.Errorf("verify %s: program info: %w", a.name, err)
+			return fmt.Errorf("verify %s: %w", a.name, err)
 		}
-		want, ok := info.ID()
-		if !ok {
-			return fmt.Errorf("verify %s: kernel does not report program ids", a.name)
+		info, err := l.Info()
+		l.Close()
+		if err != nil {
+			return fmt.Errorf("verify %s: link info: %w", a.name, err)
 		}
+		want := info.Program
 		res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: a.attach, QueryFlags: unix.BPF_F_QUERY_EFFECTIVE})
 		if err != nil {
 			return fmt.Errorf("verify %s on %s: %w", a.name, path, err)

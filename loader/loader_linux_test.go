@@ -181,7 +181,7 @@ func TestDatapathJudgesInKernel(t *testing.T) {
 		reasons = append(reasons, e.Reason)
 		t.Log(e)
 	}
-	if err := f.dp.RemoveSession(f.cgid); err != nil {
+	if err := f.dp.RemoveSession(f.cgid, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n, l, err := f.dp.Entries(f.cgid); err != nil || n != 0 || l != 0 {
