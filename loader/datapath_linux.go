@@ -22,7 +22,6 @@ type attachment struct {
 	prog   func(*sluiceObjects) *ebpf.Program
 }
 
-
 var attachments = []attachment{
 	{"link_connect4", ebpf.AttachCGroupInet4Connect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnect4 }},
 	{"link_connect6", ebpf.AttachCGroupInet6Connect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnect6 }},
