@@ -149,22 +149,3 @@ func connFrom(ctx context.Context) (*conn, error) {
 	}
 	return c, nil
 }
-
-// fdConn is the client side: its first Write carries descriptors.
-type fdConn struct {
-	*net.UnixConn
-	mu  sync.Mutex
-	fds []int
-}
-
-func (c *fdConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	fds := c.fds
-	c.fds = nil
-	c.mu.Unlock()
-	if len(fds) == 0 {
-		return c.UnixConn.Write(b)
-	}
-	n, _, err := c.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
-	return n, err
-}

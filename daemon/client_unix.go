@@ -1,3 +1,5 @@
+//go:build unix
+
 package daemon
 
 import (
@@ -12,8 +14,11 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Client talks to the daemon's API socket.
@@ -232,4 +237,23 @@ func (c *Client) Run(ctx context.Context, req CreateRequest, stdio [3]*os.File, 
 		return 0, fmt.Errorf("daemon stream: %w", err)
 	}
 	return 0, errors.New("daemon: the session stream ended without an exit status (daemon restarted?)")
+}
+
+// fdConn is the client side: its first Write carries descriptors.
+type fdConn struct {
+	*net.UnixConn
+	mu  sync.Mutex
+	fds []int
+}
+
+func (c *fdConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	fds := c.fds
+	c.fds = nil
+	c.mu.Unlock()
+	if len(fds) == 0 {
+		return c.UnixConn.Write(b)
+	}
+	n, _, err := c.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	return n, err
 }
