@@ -2,6 +2,12 @@ package daemon
 
 import "time"
 
+// Where clients find the daemon.
+const (
+	DefaultSocket = "/run/sluice/sluice.sock"
+	SocketEnv     = "SLUICE_SOCKET" // overrides DefaultSocket; --socket overrides both
+)
+
 // API types, shared by the daemon and its clients. docs/api.md documents
 // them; field names are part of the interface.
 

@@ -40,8 +40,6 @@ type Config struct {
 // Defaults.
 const (
 	DefaultAllowlist = "/etc/sluice/network_allowlist.json"
-	DefaultSocket    = "/run/sluice/sluice.sock"
-	SocketEnv        = "SLUICE_SOCKET"
 	maxBody          = 1 << 20
 )
 

@@ -17,9 +17,6 @@ import (
 	"github.com/sluice-dev/sluice/daemon"
 )
 
-// socketFlag is the --socket flag shared by the client commands.
-var socketFlag string
-
 func client() *daemon.Client { return daemon.NewClient(daemon.SocketPath(socketFlag)) }
 
 func newSessionsCmd() *cobra.Command {

@@ -33,6 +33,9 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
+// socketFlag is the --socket flag shared by the client commands.
+var socketFlag string
+
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
