@@ -1,0 +1,52 @@
+// Command bench measures what sluice costs a confined program, side by side
+// in one run: every figure is a pair of arms, A (unconfined) and B
+// (confined), measured in alternating rounds (A B, then B A, to cancel
+// drift and order effects), and reported as the median of each arm and the
+// median of the per-round ratios B/A. It prints a markdown table on stdout,
+// ready to paste into README, preceded by a one-line machine summary;
+// progress goes to stderr.
+//
+// What it measures:
+//
+//   - loopback TCP socket+connect+close and UDP sendto, run by a small worker
+//     program (tests/bench/worker) that the driver builds and starts once
+//     per round in each arm. The confined session holds 100,000 random CIDR
+//     entries (half in 10.0.0.0/8, half in fd00::/8: map entries only, no
+//     traffic goes there), so the figures include a loaded map. Targets:
+//     B/A ≤ 1.05 for connect, ≤ 1.10 for sendto.
+//   - a judged non-loopback connect: the worker, in a fresh network
+//     namespace with no interface but a down loopback, connects to addresses
+//     inside the CIDR set. The connect hook allows it through the LPM lookup
+//     and the kernel then fails it at once for want of a route, so no packet
+//     is ever sent anywhere. This is the cost of the LPM path; no target.
+//   - a control: the TCP benchmark with both arms unconfined, whose ratio
+//     shows how far apart two identical arms land on this machine today.
+//     A ratio above its target by less than the control's spread says
+//     little.
+//   - `sluice run --user 65534:65534 -- true` against `true` executed
+//     directly as uid 65534: wall time, target under 100 ms added; then the
+//     same while another session holds the 100,000 CIDRs, since sessions
+//     share the datapath's maps. When the target is missed and strace is
+//     installed, one traced run shows where the time goes.
+//
+// Both worker arms take the same spawn path, cgroups.Session.Start (clone3
+// into a cgroup, uid 65534, no_new_privs, no capabilities); they differ only
+// in the cgroup: a session of an isolated sluice instance (SLUICE_INSTANCE,
+// default "sluice-bench"), whose parent carries sluice's programs, or one
+// under a sibling parent that carries none.
+//
+// Noise: the worker reports the median of 20 chunks of its loop and runs at
+// nice -10 (both arms), and the per-round ratios are summarised by their
+// median, so a busy moment moves one chunk or one round, not the result.
+// The machine line gives the load average, the main source of noise left.
+//
+// Every loop is bounded, each worker run has a timeout and the whole run
+// has one (-timeout). Within -budget it runs fewer rounds rather than
+// overrun when the machine is slow, and says so. The instance, the sibling cgroup and the temporary
+// directory are removed on the way out, also after an error or SIGINT /
+// SIGTERM; leftovers of a run that was SIGKILLed are removed by the next.
+//
+// Usage (as root, from the module):
+//
+//	go run ./tests/bench -sluice bin/sluice [-rounds 15] [-cidrs 100000] [-scale 1]
+package main

@@ -1,0 +1,257 @@
+//go:build linux
+
+// Command worker is the measured half of sluice's benchmark: the driver
+// (tests/bench) starts it once per round, confined or not, and it runs one
+// operation N times in a tight loop and prints its cost in nanoseconds per
+// operation on stdout, nothing else.
+//
+// Operations are raw golang.org/x/sys/unix system calls, not the net
+// package, so the figure is the kernel's cost (and sluice's BPF programs'),
+// not the Go runtime's poller:
+//
+//	tcp      socket + connect + close to a loopback listener the worker owns
+//	         (it accepts and closes each connection itself, untimed)
+//	udp      sendto of 16 bytes from an unconnected socket to a loopback socket
+//	connect  socket + connect + close to the -addrs in turn, each of which must
+//	         fail at once for want of a route (ENETUNREACH, or EADDRNOTAVAIL
+//	         for IPv6, which finds no source address first), after sluice's
+//	         connect hook has judged it: the worker refuses to run unless its
+//	         network namespace has no interface but loopback, so no packet
+//	         can leave (the driver starts it in a fresh, empty namespace)
+//
+// Usage:
+//
+//	worker -op tcp|udp|connect [-n N] [-warmup N] [-chunks K] [-addrs A,B,...]
+//
+// The timed iterations run in K chunks and the figure is the median
+// chunk's mean, so that one interrupted stretch does not move it.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The loops must run on the main thread, whose id is the process id: that
+// is the thread the driver raises the priority of (setpriority acts on one
+// thread), to keep other work on the machine out of the figures. Locking in
+// init is the documented way to have main run there.
+func init() { runtime.LockOSThread() }
+
+func main() {
+	op := flag.String("op", "", "operation: tcp, udp or connect")
+	n := flag.Int("n", 10000, "timed iterations")
+	warmup := flag.Int("warmup", 1000, "untimed iterations before the timed ones")
+	chunks := flag.Int("chunks", 20, "split the timed iterations into this many chunks and report the median chunk")
+	addrs := flag.String("addrs", "", "comma-separated destinations for -op connect")
+	flag.Parse()
+	if *n <= 0 || *warmup < 0 || *chunks <= 0 || *chunks > *n {
+		fail(errors.New("want -n > 0, -warmup ≥ 0 and 0 < -chunks ≤ -n"))
+	}
+
+	var loop func(int) (time.Duration, error)
+	var err error
+	switch *op {
+	case "tcp":
+		loop, err = tcpLoop()
+	case "udp":
+		loop, err = udpLoop()
+	case "connect":
+		loop, err = unreachableLoop(*addrs)
+	default:
+		err = fmt.Errorf("unknown -op %q (want tcp, udp or connect)", *op)
+	}
+	if err != nil {
+		fail(err)
+	}
+	// The warm-up fills caches and lets the kernel settle (ephemeral port
+	// hashing, slab caches) so the timed loop measures the steady state.
+	if _, err := loop(*warmup); err != nil {
+		fail(err)
+	}
+	// The median chunk, not the mean of all: on a shared (virtual) machine
+	// a burst of a neighbour's work or a host interrupt lands in one chunk
+	// and is left out, instead of shifting the whole run.
+	per := *n / *chunks
+	costs := make([]float64, *chunks)
+	for i := range costs {
+		elapsed, err := loop(per)
+		if err != nil {
+			fail(err)
+		}
+		costs[i] = float64(elapsed.Nanoseconds()) / float64(per)
+	}
+	slices.Sort(costs)
+	fmt.Printf("%.1f\n", (costs[(len(costs)-1)/2]+costs[len(costs)/2])/2)
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+	os.Exit(1)
+}
+
+// loopback4 is 127.0.0.1 with port 0: the kernel picks the port.
+func loopback4() *unix.SockaddrInet4 {
+	return &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+}
+
+// tcpLoop returns a loop of socket+connect+close against a loopback
+// listener, timing only those three calls. The same thread then accepts the
+// connection and closes it, untimed: accepting on another thread instead
+// races with the client (a RST can beat connect's return and fail it with
+// ECONNRESET) and puts a second CPU's scheduling into the figure.
+func tcpLoop() (func(int) (time.Duration, error), error) {
+	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("listener socket: %w", err)
+	}
+	// Accepted sockets inherit SO_LINGER {on, 0}, so closing them sends a
+	// RST to the client's orphaned FIN_WAIT2 socket: neither side enters
+	// TIME_WAIT. Otherwise tens of thousands of TIME_WAIT sockets pile up,
+	// the ephemeral port search slows down round after round and the
+	// rounds stop being comparable.
+	if err := unix.SetsockoptLinger(lfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+		return nil, fmt.Errorf("listener SO_LINGER: %w", err)
+	}
+	if err := unix.Bind(lfd, loopback4()); err != nil {
+		return nil, fmt.Errorf("bind listener to 127.0.0.1: %w", err)
+	}
+	if err := unix.Listen(lfd, 16); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	sa, err := unix.Getsockname(lfd)
+	if err != nil {
+		return nil, fmt.Errorf("listener address: %w", err)
+	}
+	return func(n int) (time.Duration, error) {
+		var total time.Duration
+		for i := 0; i < n; i++ {
+			// On loopback the whole handshake runs inside connect, so the
+			// connection is already in the accept queue when it returns.
+			start := time.Now()
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return 0, fmt.Errorf("client socket: %w", err)
+			}
+			if err := unix.Connect(fd, sa); err != nil {
+				unix.Close(fd)
+				return 0, fmt.Errorf("connect to the loopback listener: %w", err)
+			}
+			unix.Close(fd)
+			total += time.Since(start)
+
+			afd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+			if err != nil {
+				return 0, fmt.Errorf("accept: %w", err)
+			}
+			unix.Close(afd)
+		}
+		return total, nil
+	}, nil
+}
+
+// udpLoop returns a loop of unconnected sendto to a loopback socket that
+// never reads. Its queue fills within the warm-up and the kernel then drops
+// each datagram at the receiving socket: the same work in both arms, less
+// of it than a delivery, so sluice's fixed cost weighs more (the ratio errs
+// on the pessimistic side), and no reader competes for the CPU.
+func udpLoop() (func(int) (time.Duration, error), error) {
+	rfd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("receiver socket: %w", err)
+	}
+	if err := unix.Bind(rfd, loopback4()); err != nil {
+		return nil, fmt.Errorf("bind receiver to 127.0.0.1: %w", err)
+	}
+	dst, err := unix.Getsockname(rfd)
+	if err != nil {
+		return nil, fmt.Errorf("receiver address: %w", err)
+	}
+	sfd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sender socket: %w", err)
+	}
+	payload := make([]byte, 16)
+	return func(n int) (time.Duration, error) {
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := unix.Sendto(sfd, payload, 0, dst); err != nil {
+				return 0, fmt.Errorf("sendto: %w", err)
+			}
+		}
+		return time.Since(start), nil
+	}, nil
+}
+
+// unreachableLoop returns a loop of connects to addrs that must each fail
+// with ENETUNREACH after the connect hook has judged them. It first makes
+// sure that nothing could leave this network namespace.
+func unreachableLoop(list string) (func(int) (time.Duration, error), error) {
+	if err := requireEmptyNetns(); err != nil {
+		return nil, err
+	}
+	type dest struct {
+		family int
+		sa     unix.Sockaddr
+		addr   netip.Addr
+	}
+	var dests []dest
+	for s := range strings.SplitSeq(list, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("-addrs: %w", err)
+		}
+		if a.Is4() {
+			dests = append(dests, dest{unix.AF_INET, &unix.SockaddrInet4{Port: 443, Addr: a.As4()}, a})
+		} else {
+			dests = append(dests, dest{unix.AF_INET6, &unix.SockaddrInet6{Port: 443, Addr: a.As16()}, a})
+		}
+	}
+	if len(dests) == 0 {
+		return nil, errors.New("-op connect needs -addrs")
+	}
+	return func(n int) (time.Duration, error) {
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			d := dests[i%len(dests)]
+			// Non-blocking, so that even a namespace that somehow had a
+			// route could not make this loop wait on a handshake.
+			fd, err := unix.Socket(d.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return 0, fmt.Errorf("socket: %w", err)
+			}
+			err = unix.Connect(fd, d.sa)
+			unix.Close(fd)
+			// IPv4 finds no route; IPv6 finds no source address first.
+			if !errors.Is(err, unix.ENETUNREACH) && !errors.Is(err, unix.EADDRNOTAVAIL) {
+				return 0, fmt.Errorf("connect %s: got %v, want ENETUNREACH or EADDRNOTAVAIL (EPERM means the address is not in the session's CIDRs)", d.addr, err)
+			}
+		}
+		return time.Since(start), nil
+	}, nil
+}
+
+// requireEmptyNetns refuses to go on unless every interface of this network
+// namespace is a loopback one: the connect loop must never send a packet.
+func requireEmptyNetns() error {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback == 0 {
+			return fmt.Errorf("refusing -op connect: interface %s exists, so packets could leave; run me in an empty network namespace", i.Name)
+		}
+	}
+	return nil
+}
