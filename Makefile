@@ -30,8 +30,12 @@ lint:
 unit:
 	$(GO) test -count=1 -timeout 15m ./...
 
+# Bounded fuzzing of the parsers that take hostile input: the allowlist
+# file, and DNS answers (filtering and the whole resolve path).
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./allowlist/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./allowlist/
+	$(GO) test -run='^$$' -fuzz='^FuzzFilterAnswer$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
+	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=10s ./dnsresolver/
 
 # The whole suite: lint, unit and kernel end-to-end tests, bounded fuzzing.
 test: lint unit fuzz
@@ -46,6 +50,9 @@ demo: build
 
 install: build
 	install -D -m 0755 bin/sluice $(DESTDIR)$(PREFIX)/bin/sluice
+	install -D -m 0644 packaging/sluice.service $(DESTDIR)/etc/systemd/system/sluice.service
+	test -e $(DESTDIR)/etc/sluice/sluice.json || install -D -m 0644 packaging/sluice.json $(DESTDIR)/etc/sluice/sluice.json
+	test -e $(DESTDIR)/etc/sluice/network_allowlist.json || install -D -m 0644 packaging/network_allowlist.json $(DESTDIR)/etc/sluice/network_allowlist.json
 
 clean:
 	rm -rf bin
