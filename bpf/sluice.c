@@ -82,6 +82,20 @@ struct {
 	});
 } session_events SEC(".maps");
 
+/* Loopback ports on which sluice serves a session (its proxy, its
+ * resolver), indexed by port, holding the owning session's cgroup id; 0 for
+ * every other port. Loopback is open to every session, so without this a
+ * confined process could borrow another session's proxy and its wider
+ * policy. An array lookup is inlined by the verifier: the loopback fast
+ * path stays free of helper calls. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} listeners SEC(".maps");
+
 /* Events of tasks whose session has no ring buffer (leftovers). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -276,6 +290,26 @@ static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 i
 	return 1;
 }
 
+/* local_allowed: loopback is open, except another session's sluice
+ * listeners. */
+static __always_inline int local_allowed(struct bpf_sock_addr *ctx, struct verdict *v, __u8 hook, __u8 family)
+{
+	__u32 port = bpf_ntohs((__u16)ctx->user_port);
+	__u64 *owner = bpf_map_lookup_elem(&listeners, &port);
+
+	if (!owner || !*owner)
+		return 1;
+	v->cgroup = bpf_get_current_cgroup_id();
+	if (*owner == v->cgroup)
+		return 1;
+	v->port = port;
+	v->hook = hook;
+	v->family = family;
+	v->proto = ctx->protocol;
+	v->reason = REASON_FOREIGN_LISTENER;
+	return refuse(v, bpf_map_lookup_elem(&sessions, &v->cgroup));
+}
+
 static __always_inline int judge4(struct bpf_sock_addr *ctx, __u8 hook)
 {
 	struct verdict v = {
@@ -284,7 +318,7 @@ static __always_inline int judge4(struct bpf_sock_addr *ctx, __u8 hook)
 	if (ctx->user_port == bpf_htons(53) && redirect_dns(ctx, v.ip, 0))
 		return 1;
 	if (is_local(v.ip))
-		return 1;
+		return local_allowed(ctx, &v, hook, AF_INET);
 	v.cgroup = bpf_get_current_cgroup_id();
 	v.port = bpf_ntohs((__u16)ctx->user_port);
 	v.hook = hook;
@@ -302,7 +336,7 @@ static __always_inline int judge6(struct bpf_sock_addr *ctx, __u8 hook)
 	if (ctx->user_port == bpf_htons(53) && redirect_dns(ctx, v.ip, 1))
 		return 1;
 	if (is_local(v.ip))
-		return 1;
+		return local_allowed(ctx, &v, hook, is_v4mapped(v.ip) ? AF_INET : AF_INET6);
 	v.cgroup = bpf_get_current_cgroup_id();
 	v.port = bpf_ntohs((__u16)ctx->user_port);
 	v.hook = hook;

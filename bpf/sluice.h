@@ -83,6 +83,7 @@ enum sluice_reason {
 	REASON_EXPIRED = 3,      /* learned from DNS, but the answer's TTL ran out */
 	REASON_SOCKET_TYPE = 4,  /* only TCP and UDP sockets are allowed */
 	REASON_SOURCE_ROUTE = 5, /* source routing could steer past the connect hook */
+	REASON_FOREIGN_LISTENER = 6, /* another session's sluice proxy or resolver */
 };
 
 /* event.flags */

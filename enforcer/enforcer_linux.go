@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // Config says where sluice keeps its objects. The zero value is filled in
@@ -91,20 +92,24 @@ type Options struct {
 	// DNS starts the session's resolver and redirects its DNS traffic
 	// there; nil leaves port 53 to be judged like any other port.
 	DNS *DNSOptions
+	// Proxy starts the session's allowlist proxy; nil: no proxy.
+	Proxy *ProxyOptions
 }
 
 // Session is a running confined session owned by this process.
 type Session struct {
-	mu       sync.Mutex
-	policy   *allowlist.Policy
-	e        *Enforcer
-	cg       *cgroups.Session
-	lock     *os.File
-	events   *ringbuf.Reader
-	cfg      loader.SessionConfig
-	resolver *dnsresolver.Resolver
-	adopted  bool
-	closed   bool
+	mu        sync.Mutex
+	policy    *allowlist.Policy
+	e         *Enforcer
+	cg        *cgroups.Session
+	lock      *os.File
+	events    *ringbuf.Reader
+	cfg       loader.SessionConfig
+	resolver  *dnsresolver.Resolver
+	proxy     *proxy.Proxy
+	proxyAddr netip.AddrPort
+	adopted   bool
+	closed    bool
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -146,6 +151,14 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	}
 	if opts.DNS != nil {
 		if err := s.startResolver(opts); err != nil {
+			return nil, err
+		}
+		if err := s.registerListeners(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Proxy != nil {
+		if err := s.startProxy(opts); err != nil {
 			return nil, err
 		}
 	}
@@ -220,6 +233,9 @@ func (s *Session) Close() error {
 	var errs []error
 	if s.resolver != nil {
 		s.resolver.Close()
+	}
+	if s.proxy != nil {
+		_ = s.proxy.Close()
 	}
 	if s.cg != nil {
 		if err := s.cg.Remove(5 * time.Second); err != nil {

@@ -106,6 +106,10 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 			s.lock.Close()
 			return nil, err
 		}
+		if err := s.registerListeners(); err != nil {
+			s.lock.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

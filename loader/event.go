@@ -47,11 +47,12 @@ type Reason uint8
 
 // The reasons, as numbered in bpf/sluice.h.
 const (
-	ReasonNotAllowed  Reason = 1
-	ReasonNoSession   Reason = 2
-	ReasonExpired     Reason = 3
-	ReasonSocketType  Reason = 4
-	ReasonSourceRoute Reason = 5
+	ReasonNotAllowed      Reason = 1
+	ReasonNoSession       Reason = 2
+	ReasonExpired         Reason = 3
+	ReasonSocketType      Reason = 4
+	ReasonSourceRoute     Reason = 5
+	ReasonForeignListener Reason = 6
 )
 
 // String is the explanation a user reads.
@@ -67,6 +68,8 @@ func (r Reason) String() string {
 		return "only TCP and UDP sockets are allowed"
 	case ReasonSourceRoute:
 		return "source routing could steer packets past the allowlist"
+	case ReasonForeignListener:
+		return "another session's sluice proxy or resolver (each session reaches only its own)"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }

@@ -217,3 +217,35 @@ func TestPinnedLinksSurviveReopen(t *testing.T) {
 		t.Fatalf("after reopen: want EPERM, got %q", out)
 	}
 }
+
+func TestForeignListenerRefused(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	// Port 9 on loopback belongs to another session: refused. Port 7 is
+	// this session's own: reachable (connection refused: nobody listens).
+	if err := f.dp.SetListener(9, f.cgid+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.SetListener(7, f.cgid); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.inSession(t, `exec 3<>/dev/tcp/127.0.0.1/9`); !strings.Contains(out, "Operation not permitted") {
+		t.Fatalf("another session's listener: want EPERM, got %q", out)
+	}
+	if out := f.inSession(t, `exec 3<>/dev/tcp/::1/9`); !strings.Contains(out, "Operation not permitted") {
+		t.Fatalf("another session's listener over IPv6: want EPERM, got %q", out)
+	}
+	if out := f.inSession(t, `exec 3<>/dev/tcp/127.0.0.1/7`); !strings.Contains(out, "Connection refused") {
+		t.Fatalf("own listener: want ECONNREFUSED, got %q", out)
+	}
+	if err := f.dp.RemoveSession(f.cgid, nil); err != nil {
+		t.Fatal(err)
+	}
+	var owner uint64
+	if err := f.dp.objs.Listeners.Lookup(uint32(7), &owner); err != nil || owner != 0 {
+		t.Fatalf("RemoveSession left port 7 registered: %d %v", owner, err)
+	}
+	_ = f.dp.ClearListener(9, f.cgid+1)
+}

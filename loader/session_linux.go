@@ -211,6 +211,7 @@ func (d *Datapath) RemoveSession(cgid uint64, prefixes []netip.Prefix) error {
 		}
 	}
 	del(d.objs.Sessions, cgid, "policy")
+	d.clearListeners(cgid, &errs)
 	del(d.objs.SessionEvents, cgid, "ring buffer")
 	del(d.objs.SessionCounters, cgid, "counters")
 
@@ -319,3 +320,49 @@ func (d *Datapath) SessionEvents(cgid uint64) (*ringbuf.Reader, error) {
 // LearnedCapacity is the size bound of the learned-IP map shared by all
 // sessions, for the map-fill metric.
 func (d *Datapath) LearnedCapacity() uint32 { return d.objs.Learned.MaxEntries() }
+
+// SetListener marks a loopback port as served by sluice for the session
+// cgid (its proxy, its resolver): other sessions' connects and datagrams to
+// it are refused.
+func (d *Datapath) SetListener(port uint16, cgid uint64) error {
+	if err := d.objs.Listeners.Update(uint32(port), cgid, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("register listener port %d of session %d: %w", port, cgid, err)
+	}
+	return nil
+}
+
+// ClearListener releases a port registered with SetListener, if cgid still
+// owns it.
+func (d *Datapath) ClearListener(port uint16, cgid uint64) error {
+	var owner uint64
+	if err := d.objs.Listeners.Lookup(uint32(port), &owner); err != nil || owner != cgid {
+		return nil
+	}
+	if err := d.objs.Listeners.Update(uint32(port), uint64(0), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("release listener port %d: %w", port, err)
+	}
+	return nil
+}
+
+// clearListeners releases every port the session still owns. One batch
+// lookup reads the whole 64k-entry array (a syscall per entry would cost a
+// noticeable part of a run).
+func (d *Datapath) clearListeners(cgid uint64, errs *[]error) {
+	n := int(d.objs.Listeners.MaxEntries())
+	keys := make([]uint32, n)
+	owners := make([]uint64, n)
+	var cursor ebpf.MapBatchCursor
+	got, err := d.objs.Listeners.BatchLookup(&cursor, keys, owners, nil)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		*errs = append(*errs, fmt.Errorf("list listener ports of session %d: %w", cgid, err))
+		return
+	}
+	for i := range got {
+		if owners[i] != cgid {
+			continue
+		}
+		if err := d.objs.Listeners.Update(keys[i], uint64(0), ebpf.UpdateAny); err != nil {
+			*errs = append(*errs, fmt.Errorf("release listener port %d: %w", keys[i], err))
+		}
+	}
+}

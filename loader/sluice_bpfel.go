@@ -83,6 +83,7 @@ const (
 	sluiceMapDnsOrigins          = "dns_origins"
 	sluiceMapEvents              = "events"
 	sluiceMapLearned             = "learned"
+	sluiceMapListeners           = "listeners"
 	sluiceMapSessionCounters     = "session_counters"
 	sluiceMapSessionEvents       = "session_events"
 	sluiceMapSessions            = "sessions"
@@ -163,6 +164,7 @@ type sluiceMapSpecs struct {
 	DnsOrigins      *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Learned         *ebpf.MapSpec `ebpf:"learned"`
+	Listeners       *ebpf.MapSpec `ebpf:"listeners"`
 	SessionCounters *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents   *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions        *ebpf.MapSpec `ebpf:"sessions"`
@@ -199,6 +201,7 @@ type sluiceMaps struct {
 	DnsOrigins      *ebpf.Map `ebpf:"dns_origins"`
 	Events          *ebpf.Map `ebpf:"events"`
 	Learned         *ebpf.Map `ebpf:"learned"`
+	Listeners       *ebpf.Map `ebpf:"listeners"`
 	SessionCounters *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents   *ebpf.Map `ebpf:"session_events"`
 	Sessions        *ebpf.Map `ebpf:"sessions"`
@@ -210,6 +213,7 @@ func (m *sluiceMaps) Close() error {
 		m.DnsOrigins,
 		m.Events,
 		m.Learned,
+		m.Listeners,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,

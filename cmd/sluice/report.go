@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // reporter prints one line per denial on the command's stderr, with a
@@ -87,6 +88,17 @@ func (r *reporter) ReportDaemon(e daemon.Event) {
 		}
 		return e.Message
 	})
+}
+
+// ReportProxy accounts for an event of the session's proxy.
+func (r *reporter) ReportProxy(e proxy.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Kind == proxy.EventRefused {
+		r.denied++
+		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
+	}
+	r.print(func() string { return "proxy: " + e.String() })
 }
 
 // print writes one line unless the token bucket is empty. r.mu is held.

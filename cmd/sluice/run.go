@@ -26,7 +26,18 @@ type runOptions struct {
 	dnsTTLMax    time.Duration
 	dnsGrace     time.Duration
 	dnsMaxIPs    int
+
+	mode          string
+	noProxyEnv    bool
+	loopbackPorts []uint
 }
+
+// Modes of `sluice run`, strongest first.
+const (
+	modeBPF      = "bpf"      // cgroup BPF: kernel enforcement of IPs, DNS learning (root or the daemon)
+	modeLandlock = "landlock" // Landlock + seccomp: TCP only to the proxy's port (Linux, no root)
+	modeProxy    = "proxy"    // proxy variables only: programs that ignore them are NOT contained
+)
 
 func newRunCmd() *cobra.Command {
 	var o runOptions
@@ -53,6 +64,11 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 					return &exitError{code: exitSluiceError, err: fmt.Errorf("--memory-max: %w", err)}
 				}
 			}
+			switch o.mode {
+			case "", modeBPF, modeLandlock, modeProxy:
+			default:
+				return &exitError{code: exitSluiceError, err: fmt.Errorf("--mode %q: want bpf, landlock or proxy", o.mode)}
+			}
 			if o.pidsMax < 0 {
 				return &exitError{code: exitSluiceError, err: fmt.Errorf("--pids-max must be positive, got %d", o.pidsMax)}
 			}
@@ -72,6 +88,9 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
 	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
 	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
+	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
+	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
+	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
 	return cmd
 }
 

@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -18,25 +17,54 @@ import (
 	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/userspace/landlock"
 )
 
 // runConfined is the embedded enforcer: it sets up a session, runs the
 // command in it and tears the session down when the command exits.
+// runConfined picks the confinement mode (the strongest available unless
+// --mode forces one: a forced mode that is unavailable is an error, never a
+// silent downgrade) and runs the command under it.
 func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
-	stderr := cmd.ErrOrStderr()
 	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
 
 	// An explicit socket means "through the daemon": falling back to the
 	// embedded enforcer would silently apply another policy.
 	explicit := socketFlag != "" || os.Getenv(daemon.SocketEnv) != ""
-	if c := client(); c.Available(cmd.Context()) {
-		return runViaDaemon(cmd, c, o, policy, memMax, argv)
-	} else if explicit {
-		return fail(fmt.Errorf("no sluice daemon answers on %s", daemon.SocketPath(socketFlag)))
+	if o.mode == "" || o.mode == modeBPF {
+		if c := client(); c.Available(cmd.Context()) {
+			return runViaDaemon(cmd, c, o, policy, memMax, argv)
+		} else if explicit {
+			return fail(fmt.Errorf("no sluice daemon answers on %s", daemon.SocketPath(socketFlag)))
+		}
 	}
-	if os.Geteuid() != 0 {
-		return fail(errors.New("kernel enforcement needs root: run `sudo sluice run ...`, or start `sluice daemon`"))
+	var why []string
+	if o.mode == "" || o.mode == modeBPF {
+		if os.Geteuid() == 0 {
+			return runBPF(cmd, o, policy, memMax, argv)
+		}
+		if o.mode == modeBPF {
+			return fail(errors.New("--mode bpf needs root or a running daemon: run `sudo sluice run ...`, or start `sluice daemon`"))
+		}
+		why = append(why, "bpf needs root or a running daemon")
 	}
+	if o.mode == "" || o.mode == modeLandlock {
+		err := landlock.Available()
+		if err == nil {
+			return runUserspace(cmd, o, policy, argv, modeLandlock, why)
+		}
+		if o.mode == modeLandlock {
+			return fail(fmt.Errorf("--mode landlock: %w", err))
+		}
+		why = append(why, "landlock: "+err.Error())
+	}
+	return runUserspace(cmd, o, policy, argv, modeProxy, why)
+}
+
+// runBPF is the embedded enforcer: kernel enforcement from this process.
+func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
+	stderr := cmd.ErrOrStderr()
+	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
 	spawn, err := targetUser(o.user)
 	if err != nil {
 		return fail(err)
@@ -55,6 +83,7 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 		return fail(err)
 	}
 	defer e.Close()
+	fmt.Fprintln(stderr, "sluice: mode bpf: the kernel enforces the allowlist for the command and all it starts")
 	rep := newReporter(stderr)
 	var sess atomic.Pointer[enforcer.Session] // set before the command can ask anything
 	dns := &enforcer.DNSOptions{
@@ -68,7 +97,11 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 			})
 		},
 	}
-	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns})
+	var prox *enforcer.ProxyOptions
+	if !o.noProxyEnv {
+		prox = &enforcer.ProxyOptions{OnEvent: rep.ReportProxy}
+	}
+	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox})
 	if err != nil {
 		return fail(err)
 	}
@@ -96,7 +129,7 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 	c := exec.Command(path, argv[1:]...)
 	c.Args[0] = argv[0]
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	c.Env = append(os.Environ(), "SLUICE_SESSION="+s.Name())
+	c.Env = append(append(os.Environ(), s.ProxyEnv()...), "SLUICE_SESSION="+s.Name())
 
 	// Signals arrive before Start returns are queued, not lost.
 	sigs := make(chan os.Signal, 8)
@@ -140,22 +173,6 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 	return exitStatus(waitErr)
 }
 
-// exitStatus maps the command's end to sluice's exit status: its exit code,
-// or 128+signal like a shell.
-func exitStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return &exitError{code: 128 + int(ws.Signal())}
-		}
-		return &exitError{code: ee.ExitCode()}
-	}
-	return &exitError{code: exitSluiceError, err: err}
-}
-
 // targetUser is whom the command runs as: --user, else the user who
 // invoked sudo. sluice never runs the command as root.
 func targetUser(spec string) (cgroups.SpawnOptions, error) {
@@ -177,9 +194,4 @@ func targetUser(spec string) (cgroups.SpawnOptions, error) {
 		return cgroups.SpawnOptions{}, errors.New("--user: sluice never runs the command as root: a root process could move itself out of the session's cgroup")
 	}
 	return opts, nil
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -4,12 +4,28 @@ package main
 
 import (
 	"errors"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
 )
 
-func runConfined(_ *cobra.Command, _ runOptions, _ *allowlist.Policy, _ int64, _ []string) error {
-	return &exitError{code: exitSluiceError, err: errors.New("kernel enforcement is only available on Linux")}
+// modeFilter is the strongest userspace mode of this platform: Seatbelt
+// on macOS; elsewhere only the proxy.
+func modeFilter() string {
+	if runtime.GOOS == "darwin" {
+		return "seatbelt"
+	}
+	return modeProxy
+}
+
+func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, _ int64, argv []string) error {
+	switch o.mode {
+	case modeBPF, modeLandlock:
+		return &exitError{code: exitSluiceError, err: errors.New("--mode " + o.mode + " is only available on Linux")}
+	case modeProxy:
+		return runUserspace(cmd, o, policy, argv, modeProxy, nil)
+	}
+	return runUserspace(cmd, o, policy, argv, modeFilter(), []string{"bpf and landlock are Linux-only"})
 }

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/userspace/proxy"
+)
+
+// runUserspace confines without BPF: a loopback allowlist proxy in this
+// process, the command pointed at it, and, where the platform has one, a
+// filter that keeps programs ignoring the proxy variables from going
+// around it (Landlock+seccomp on Linux, Seatbelt on macOS).
+func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, argv []string, mode string, why []string) error {
+	stderr := cmd.ErrOrStderr()
+	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
+	if o.audit || o.pidsMax != 0 || o.memoryMax != "" {
+		return fail(fmt.Errorf("--audit, --pids-max and --memory-max need mode bpf (this run would use %s)", mode))
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
+	}
+	rep := newReporter(stderr)
+	p, err := proxy.New(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: rep.ReportProxy})
+	if err != nil {
+		return fail(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(fmt.Errorf("proxy: %w", err))
+	}
+	go func() { _ = p.Serve(l) }()
+	defer p.Close()
+	addr := netip.MustParseAddrPort(l.Addr().String())
+
+	c, label, err := confineCommand(mode, o, addr.Port(), argv)
+	if err != nil {
+		return fail(err)
+	}
+	note := ""
+	if len(why) > 0 {
+		note = " (" + strings.Join(why, "; ") + ")"
+	}
+	switch label {
+	case modeProxy:
+		fmt.Fprintf(stderr, "sluice: mode proxy%s: WARNING: only programs that honour the proxy variables are confined; others can reach anything\n", note)
+	default:
+		fmt.Fprintf(stderr, "sluice: mode %s%s: outbound TCP only through the allowlist proxy at %s\n", label, note, addr)
+	}
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	c.Env = os.Environ()
+	if !o.noProxyEnv {
+		c.Env = append(c.Env, proxy.Env(addr)...)
+	} else if label != modeProxy {
+		fmt.Fprintln(stderr, "sluice: note: --no-proxy-env: the command can reach only loopback")
+	}
+	err = supervise(c)
+	if sum := rep.Summary(); sum != "" {
+		fmt.Fprintln(stderr, sum)
+	}
+	var ee *exitError
+	if err != nil && !errors.As(err, &ee) {
+		return fail(err)
+	}
+	return err
+}

@@ -1,0 +1,66 @@
+package enforcer
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/userspace/proxy"
+)
+
+// ProxyOptions start a session's allowlist proxy: programs that honour
+// HTTP_PROXY get host-name precision on top of the kernel's IP rules.
+type ProxyOptions struct {
+	OnEvent func(proxy.Event)
+}
+
+// startProxy serves the session's proxy on a kernel-chosen loopback port
+// and registers its port, and the resolver's, as this session's own: the
+// datapath refuses other sessions' connects to them.
+func (s *Session) startProxy(opts Options) error {
+	p, err := proxy.New(proxy.Config{
+		Policy:  func() *allowlist.Policy { return s.Policy() },
+		OnEvent: opts.Proxy.OnEvent,
+	})
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("proxy: listen on loopback: %w", err)
+	}
+	s.proxy = p
+	s.proxyAddr = netip.MustParseAddrPort(l.Addr().String())
+	if err := s.e.dp.SetListener(s.proxyAddr.Port(), s.cg.ID()); err != nil {
+		l.Close()
+		return err
+	}
+	go func() { _ = p.Serve(l) }()
+	return nil
+}
+
+// registerListeners marks the session's resolver ports as its own.
+func (s *Session) registerListeners() error {
+	var errs []error
+	for _, port := range []uint16{s.cfg.DNSPort4, s.cfg.DNSPort6} {
+		if port != 0 {
+			errs = append(errs, s.e.dp.SetListener(port, s.cg.ID()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ProxyAddr is the session's proxy on loopback (invalid without one).
+func (s *Session) ProxyAddr() netip.AddrPort { return s.proxyAddr }
+
+// ProxyEnv is the environment that points a command at the session's proxy
+// (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY in both cases, NO_PROXY for
+// loopback), or nil without a proxy.
+func (s *Session) ProxyEnv() []string {
+	if !s.proxyAddr.IsValid() {
+		return nil
+	}
+	return proxy.Env(s.proxyAddr)
+}
