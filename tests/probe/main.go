@@ -45,6 +45,7 @@
 //	                            answers, and the reply's source (recvfrom / getpeername)
 //	resolve NAME                the Go resolver (reads /etc/resolv.conf), reports addresses
 //	resolve-tcp NAME PORT       resolve NAME, then TCP-connect to its first address
+//	proxy-connect HOST PORT     HTTP CONNECT to HOST:PORT through $HTTPS_PROXY, read the greeting
 //
 // ADDR may be an IPv4, IPv6 or IPv4-mapped IPv6 address; an IPv4-mapped
 // address is used through an AF_INET6 socket, which is how such a destination
@@ -105,6 +106,7 @@ func init() {
 		"dns":           {"SERVER PORT NAME TYPE udp|udp-unconnected|tcp", 5, runDNS},
 		"resolve":       {"NAME", 1, runResolve},
 		"resolve-tcp":   {"NAME PORT", 2, runResolveTCP},
+		"proxy-connect": {"HOST PORT", 2, runProxyConnect},
 	}
 }
 
