@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -14,7 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/userspace/landlock"
 )
 
 func runChecks() []checkResult {
@@ -78,7 +81,34 @@ func runChecks() []checkResult {
 	} else {
 		rs = append(rs, checkResult{name: "landlock", status: checkPass, detail: fmt.Sprintf("ABI version %d", abi)})
 	}
+
+	// The modes `sluice run` can use here, strongest first.
+	bpfMode := "unavailable"
+	for _, r := range rs {
+		if r.name == "datapath" && r.status == checkPass {
+			bpfMode = "available (as root, or through `sluice daemon`)"
+		}
+	}
+	if client().Available(context.Background()) {
+		bpfMode = "available through the daemon at " + daemon.SocketPath(socketFlag)
+	}
+	rs = append(rs, checkResult{name: "mode bpf", status: modeStatus(bpfMode), detail: bpfMode})
+	llMode := "available (Landlock TCP rules and seccomp)"
+	if err := landlock.Available(); err != nil {
+		llMode = "unavailable: " + err.Error()
+	}
+	rs = append(rs, checkResult{name: "mode landlock", status: modeStatus(llMode), detail: llMode})
+	rs = append(rs, checkResult{name: "mode proxy", status: checkPass, detail: "available (contains only programs that honour HTTP_PROXY)"})
 	return rs
+}
+
+// modeStatus: a missing mode is a warning, not a failure; the bpf checks
+// above already fail when kernel enforcement is impossible.
+func modeStatus(detail string) checkStatus {
+	if strings.HasPrefix(detail, "unavailable") {
+		return checkWarn
+	}
+	return checkPass
 }
 
 // probeDatapath loads sluice's programs and attaches them with bpf_link to
