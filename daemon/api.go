@@ -73,6 +73,7 @@ const (
 	EventDNSRefused     = "dns_refused"
 	EventDNSAudit       = "dns_would_refuse"
 	EventRebinding      = "dns_rebinding_dropped"
+	EventRebindingAudit = "dns_rebinding_would_drop"
 	EventCapReached     = "dns_cap_reached"
 	EventMapFull        = "map_full"
 	EventUpstreamFailed = "dns_upstream_failed"

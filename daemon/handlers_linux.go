@@ -172,6 +172,10 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 			return nil, fail(http.StatusForbidden, "a session may only narrow the machine allowlist: %v", err)
 		}
 	}
+	requested, err := s.narrowForCaller(p, requested)
+	if err != nil {
+		return nil, err
+	}
 	// Descriptors last: a request that is wrong anyway says so first.
 	if len(files) != 3 {
 		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
@@ -216,7 +220,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	// Events wait in the ring buffer until the start is on record.
 	ss.readers.Add(1)
 	go ss.readEvents()
-	s.wg.Go(ss.waitCommand)
+	go ss.waitCommand()
 	return ss, nil
 }
 
@@ -429,6 +433,10 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) (peer, bool) {
 		writeErr(w, fail(http.StatusForbidden, "changing the machine allowlist needs root or the admin group"))
 		return c.peer, false
 	}
+	if confined, _ := s.callerSession(c.peer); confined {
+		writeErr(w, fail(http.StatusForbidden, "the machine allowlist cannot be changed from inside a sluice session"))
+		return c.peer, false
+	}
 	return c.peer, true
 }
 
@@ -437,6 +445,8 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.allowMu.Lock()
+	defer s.allowMu.Unlock()
 	var req AllowRequest
 	if err := decode(w, r, &req); err != nil {
 		writeErr(w, err)
@@ -476,6 +486,8 @@ func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.allowMu.Lock()
+	defer s.allowMu.Unlock()
 	var req AllowRequest
 	if err := decode(w, r, &req); err != nil {
 		writeErr(w, err)
@@ -520,6 +532,8 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.allowMu.Lock()
+	defer s.allowMu.Unlock()
 	var req RevokeRequest
 	if err := decode(w, r, &req); err != nil {
 		writeErr(w, err)

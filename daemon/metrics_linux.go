@@ -33,7 +33,7 @@ func newMetrics(s *Server) *metrics {
 		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.dnsQueries, m.upstream, m.events, m.policy, &sessionCollector{s: s})
-	for _, v := range []string{"forwarded", "cached", "refused", "servfail", "local"} {
+	for _, v := range []string{"forwarded", "cached", "refused", "servfail", "local", "other"} {
 		m.dnsQueries.WithLabelValues(v)
 	}
 	return m

@@ -15,10 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/loader"
 )
 
 // Config configures the daemon. Empty fields take the defaults.
@@ -56,6 +58,7 @@ type Server struct {
 	hasSessionGID, hasAdmGID bool
 
 	mu       sync.Mutex
+	allowMu  sync.Mutex // serialises read-modify-write of the allowlist file
 	sessions map[string]*session
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -172,6 +175,15 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- s.metricsSrv.Serve(ml) }()
 	}
 	s.wg.Go(s.watchAllowlist)
+	if gr, err := s.e.Datapath().GlobalEvents(); err == nil {
+		// Denials of tasks in the sluice cgroup whose session the datapath
+		// does not know (leftovers) land in the global ring buffer.
+		go func() {
+			<-s.stop
+			gr.Close()
+		}()
+		go s.readGlobalEvents(gr)
+	}
 	select {
 	case <-ctx.Done():
 		return s.Shutdown()
@@ -202,13 +214,29 @@ func (s *Server) Shutdown() error {
 	}
 	s.wg.Wait()
 	s.emit(Event{Type: EventDaemonStopped, Message: "sluice daemon stopped; running sessions stay confined"})
-	s.mu.Lock()
-	for _, ss := range s.sessions {
-		ss.detach()
-	}
-	s.mu.Unlock()
+	// Sessions are left as they are: confined, recorded, their commands
+	// running; the next daemon adopts them.
 	s.e.Close()
 	return s.audit.Close()
+}
+
+func (s *Server) readGlobalEvents(r *ringbuf.Reader) {
+	for {
+		rec, err := r.Read()
+		if err != nil {
+			return
+		}
+		ev, err := loader.ParseEvent(rec.RawSample)
+		if err != nil {
+			continue
+		}
+		uid := ev.UID
+		e := Event{Type: EventEgressDenied, PID: ev.PID, Comm: ev.Comm, UID: &uid, Reason: ev.Reason.String(), Message: ev.String()}
+		if ev.Addr.IsValid() {
+			e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
+		}
+		s.emit(e)
+	}
 }
 
 // ReopenAuditLog is what SIGHUP does.

@@ -83,6 +83,7 @@ func (s *Server) dnsOptions(ss *session) *enforcer.DNSOptions {
 	d.Upstreams = s.cfg.Upstreams
 	d.OnEvent = func(ev dnsresolver.Event) { ss.dnsEvent(ev) }
 	d.ObserveUpstream = func(t time.Duration) { s.metrics.upstream.Observe(t.Seconds()) }
+	d.OnQuery = func(verdict string) { s.metrics.dnsQueries.WithLabelValues(verdict).Inc() }
 	return &d
 }
 
@@ -134,6 +135,9 @@ func (ss *session) dnsEvent(ev dnsresolver.Event) {
 		}
 	case dnsresolver.EventRebinding:
 		e.Type = EventRebinding
+		if ev.Audit {
+			e.Type = EventRebindingAudit
+		}
 		e.Dst = ev.Addr.String()
 	case dnsresolver.EventCapReached:
 		e.Type = EventCapReached
@@ -199,22 +203,21 @@ func (ss *session) end(code int) {
 		ss.srv.emit(Event{Type: EventSessionEnded, Session: ss.info.Name, Message: "cleanup: " + err.Error()})
 	}
 	_ = os.Remove(ss.srv.recordPath(ss.info.Name))
-	ss.srv.mu.Lock()
-	delete(ss.srv.sessions, ss.info.Name)
-	ss.srv.mu.Unlock()
+	// Publish while the session is still known, so its owner's event
+	// stream (filtered by session) gets the end too.
 	e := Event{Type: EventSessionEnded, Session: ss.info.Name, Message: fmt.Sprintf("session %s ended", ss.info.Name)}
 	if code >= 0 {
 		e.Exit = &code
 	}
 	ss.srv.emit(e)
+	ss.srv.mu.Lock()
+	delete(ss.srv.sessions, ss.info.Name)
+	ss.srv.mu.Unlock()
 	ss.mu.Lock()
 	ss.exit = code
 	ss.mu.Unlock()
 	close(ss.done)
 }
-
-// detach lets go of a session on daemon shutdown without ending it.
-func (ss *session) detach() {}
 
 // infoNow is the session's info with live counters.
 func (ss *session) infoNow() SessionInfo {
@@ -289,7 +292,7 @@ func (s *Server) adopt(r record) error {
 	_ = ss.save()
 	ss.readers.Add(1)
 	go ss.readEvents()
-	s.wg.Go(ss.waitCommand)
+	go ss.waitCommand()
 	s.emit(Event{Type: EventSessionAdopted, Session: r.Name, Message: fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)})
 	return nil
 }

@@ -25,12 +25,18 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	case "local":
 		r.stats.Local.Add(1)
 	default:
+		how = "other"
 		switch m.Rcode {
 		case dns.RcodeRefused:
 			r.stats.Refused.Add(1)
+			how = "refused"
 		case dns.RcodeServerFailure:
 			r.stats.Servfail.Add(1)
+			how = "servfail"
 		}
+	}
+	if r.cfg.OnQuery != nil {
+		r.cfg.OnQuery(how)
 	}
 	return m
 }

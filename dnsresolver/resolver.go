@@ -52,6 +52,9 @@ type Config struct {
 	// ObserveUpstream receives the duration of each upstream exchange
 	// (for the latency histogram).
 	ObserveUpstream func(time.Duration)
+	// OnQuery receives each answered query's verdict: "forwarded",
+	// "cached", "local", "refused", "servfail" or "other".
+	OnQuery func(verdict string)
 }
 
 // EventKind says what a resolver event is about.

@@ -20,6 +20,8 @@ type DNSOptions struct {
 	OnEvent       func(dnsresolver.Event)
 	// ObserveUpstream receives each upstream round trip's duration.
 	ObserveUpstream func(time.Duration)
+	// OnQuery receives each query's verdict (for the metrics).
+	OnQuery func(verdict string)
 
 	preferPort4, preferPort6 uint16 // Adopt: the ports the datapath already redirects to
 }
@@ -63,6 +65,7 @@ func (s *Session) startResolver(opts Options) error {
 		MaxIPsPerName:   d.MaxIPsPerName,
 		OnEvent:         d.OnEvent,
 		ObserveUpstream: d.ObserveUpstream,
+		OnQuery:         d.OnQuery,
 	})
 	if err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)

@@ -347,8 +347,11 @@ func Cleanup(cfg Config) error {
 	if err := loader.Remove(cfg.PinDir); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.RemoveAll(cfg.sessionDir()); err != nil {
-		errs = append(errs, err)
+	// Session locks, and the daemon's session records beside them.
+	for _, dir := range []string{cfg.sessionDir(), filepath.Join(cfg.StateDir, "daemon")} {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if entries, err := os.ReadDir(cfg.StateDir); err == nil && len(entries) == 0 {
 		os.Remove(cfg.StateDir)

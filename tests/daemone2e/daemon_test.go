@@ -304,3 +304,34 @@ func TestMetricsMoveOnDenial(t *testing.T) {
 		}
 	}
 }
+
+func TestConfinedCallerCannotWiden(t *testing.T) {
+	f := newFixture(t, "203.0.113.10", "203.0.113.20")
+	probe := world.BuildProbe(t)
+	d := f.dir
+	// The session may reach AllowedV4 only; from inside, it asks the
+	// daemon (whose socket it can reach: unix sockets are not filtered)
+	// for more.
+	script := fmt.Sprintf(`
+%[1]s --socket %[2]s run --allow 203.0.113.20 -- true 2> %[3]s/widen.err; echo $? > %[3]s/widen.code
+%[1]s --socket %[2]s run -- %[4]s tcp 203.0.113.20 %[5]d > %[3]s/nested.tmp; mv %[3]s/nested.tmp %[3]s/nested
+%[1]s --socket %[2]s run -- %[4]s tcp 203.0.113.10 %[6]d > %[3]s/twin.tmp; mv %[3]s/twin.tmp %[3]s/twin
+`, sluiceBin, f.sock, d, probe, f.denied, f.port)
+	f.sluice(t, 65534, 65534, "run", "--allow", "203.0.113.10", "--", "sh", "-c", script)
+	code, _ := os.ReadFile(d + "/widen.code")
+	msg, _ := os.ReadFile(d + "/widen.err")
+	if strings.TrimSpace(string(code)) != "125" || !strings.Contains(string(msg), "may only narrow its own session's policy") {
+		t.Fatalf("a confined process widened its policy through the daemon: exit %s: %s", code, msg)
+	}
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/nested")); r.OK || r.Errno != "EPERM" {
+		t.Fatalf("a nested session got more than its parent: %s", r)
+	}
+	if r, _ := world.ParseProbeResult(waitFile(t, d+"/twin")); !r.OK {
+		t.Fatalf("positive twin: the nested session reaches what its parent may: %s", r)
+	}
+	f.w.AssertNothingArrived(t, world.To(world.DeniedV4), 200*time.Millisecond)
+	if _, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--",
+		sluiceBin, "--socket", f.sock, "allow", "evil.example"); code == 0 || !strings.Contains(stderr, "needs root") {
+		t.Fatalf("allowlist change from inside a session: exit %d %s", code, stderr)
+	}
+}

@@ -1,0 +1,89 @@
+# syntax=docker/dockerfile:1
+#
+# The sluice daemon as a container image. The entrypoint is `sluice daemon`; arguments after
+# the image name are passed on as daemon flags.
+#
+#   docker build -t sluice --build-arg VERSION=$(git describe --always --dirty) .
+#
+# Run it (the tested path is --privileged):
+#
+#   docker run -d --name sluice --restart unless-stopped \
+#     --privileged --cgroupns=host --pid=host --network=host \
+#     -v /sys/fs/bpf:/sys/fs/bpf \
+#     -v /run/sluice:/run/sluice \
+#     -v /etc/sluice:/etc/sluice \
+#     -v /var/log/sluice:/var/log/sluice \
+#     sluice --group 1001            # a NUMERIC gid: see "users and groups" below
+#
+# Why each option is there:
+#   --privileged         CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN (BPF programs and links, cgroupfs),
+#                        CAP_SETUID/SETGID/SETPCAP (commands run as their users with no
+#                        capabilities), CAP_SYS_PTRACE (exe in audit events), and a writable
+#                        /sys/fs/cgroup. Not tested here, but this may be enough instead:
+#                          --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add BPF --cap-add PERFMON \
+#                          --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH \
+#                          -v /sys/fs/cgroup:/sys/fs/cgroup:rw
+#                        (Docker's default seccomp profile allows bpf() and clone3() only with
+#                        CAP_SYS_ADMIN; CLONE_INTO_CGROUP needs clone3.)
+#   --cgroupns=host      sluice creates its cgroup at the top of the host's cgroup2 hierarchy.
+#                        Sessions live there, outside the container's cgroup.
+#   -v /sys/fs/bpf:...   REQUIRED. The pins must be on the host's bpffs. Otherwise the daemon
+#                        mounts a private bpffs inside the container, and enforcement is tied to
+#                        that mount instead of surviving the container.
+#   --pid=host           Kernel events carry host pids. The daemon reads /proc/<pid>/exe with
+#                        them, and reads the supplementary groups of API clients from
+#                        /proc/<peer pid>/status. Without it, both are wrong or missing, and
+#                        stopping the container (its pid 1 exits) kills every session.
+#   --network=host       Confined commands use the daemon's network namespace. Omit it to confine
+#                        them to the container's network instead.
+#   -v /run/sluice:...   The API socket (/run/sluice/sluice.sock) for clients on the host, and the
+#                        session records that let a restarted container re-adopt running sessions.
+#   -v /etc/sluice:...   sluice.json and network_allowlist.json, which sluice allow/deny/revoke
+#                        rewrite. The mount hides the image's default sluice.json (a missing
+#                        config file is fine). With no allowlist file the policy is empty:
+#                        loopback only.
+#   -v /var/log/sluice   The audit log (docs/audit.md).
+#
+# Limits of running in a container:
+#   - The daemon spawns every confined command itself, inside THIS container's file system
+#     (and network namespace). A `sluice run -- cmd` from the host sends the host's path, working
+#     directory and environment, and they must make sense inside the container. The usual
+#     pattern is to build the agent's image FROM this one and run `sluice run` in it. Host
+#     clients can always use the socket for status, sessions, events, allow, deny and revoke.
+#   - Users and groups: uids and gids come from SO_PEERCRED and are host ids, because there is
+#     no user namespace. Names, however, are looked up in the container's /etc/passwd and
+#     /etc/group. So pass --group and --admin-group as numeric gids, and `sluice run --user`
+#     as UID:GID.
+#   - `docker stop` waits (10 s by default) and then SIGKILLs the daemon. That is safe:
+#     enforcement is pinned, and sessions stay confined until a new daemon adopts them.
+#     `sluice cleanup` (docker run --rm <same options> --entrypoint sluice sluice cleanup)
+#     removes everything.
+#
+# No clang is needed: the compiled BPF object (loader/sluice_bpfel.o) is committed.
+
+ARG GO_VERSION=1.26
+
+FROM golang:${GO_VERSION}-bookworm AS build
+WORKDIR /src
+# Dependencies first, so that this layer is reused until go.mod or go.sum change.
+COPY go.mod go.sum ./
+RUN go mod download && go mod verify
+COPY . .
+ARG VERSION=dev
+# Static binary: os/user then reads /etc/passwd and /etc/group directly (no NSS), which is
+# what a container has anyway.
+RUN --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
+      -o /out/sluice ./cmd/sluice
+
+FROM debian:bookworm-slim
+LABEL org.opencontainers.image.title="sluice" \
+      org.opencontainers.image.description="Kernel-level egress enforcement for AI agents (daemon)" \
+      org.opencontainers.image.source="https://github.com/sluice-dev/sluice"
+COPY --from=build /out/sluice /usr/local/bin/sluice
+COPY packaging/sluice.json /etc/sluice/sluice.json
+# Only an example: the image enforces an empty policy (loopback only) until you provide
+# /etc/sluice/network_allowlist.json.
+COPY packaging/network_allowlist.json /usr/share/doc/sluice/network_allowlist.json.example
+COPY docs/ /usr/share/doc/sluice/
+ENTRYPOINT ["/usr/local/bin/sluice", "daemon"]
