@@ -52,7 +52,9 @@ install: build
 	install -D -m 0755 bin/sluice $(DESTDIR)$(PREFIX)/bin/sluice
 	install -D -m 0644 packaging/sluice.service $(DESTDIR)/etc/systemd/system/sluice.service
 	test -e $(DESTDIR)/etc/sluice/sluice.json || install -D -m 0644 packaging/sluice.json $(DESTDIR)/etc/sluice/sluice.json
-	test -e $(DESTDIR)/etc/sluice/network_allowlist.json || install -D -m 0644 packaging/network_allowlist.json $(DESTDIR)/etc/sluice/network_allowlist.json
+	# An example only: a live allowlist would open those hosts at once;
+	# no file means loopback only.
+	install -D -m 0644 packaging/network_allowlist.json $(DESTDIR)/etc/sluice/network_allowlist.json.example
 
 clean:
 	rm -rf bin
