@@ -35,6 +35,9 @@ type options struct {
 	timeout   time.Duration
 	breakdown bool
 	strict    bool
+	dns       bool
+	only      string
+	dnsOpts   dnsOptions
 }
 
 func main() {
@@ -46,20 +49,44 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", 1, "multiplies every worker's iteration count")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random CIDR set")
 	flag.DurationVar(&o.budget, "budget", 130*time.Second, "measure for about this long at most: on a busy machine, run fewer rounds")
-	flag.DurationVar(&o.timeout, "timeout", 170*time.Second, "give up (and clean up) after this long")
+	flag.DurationVar(&o.timeout, "timeout", 240*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
+	flag.BoolVar(&o.dns, "dns", true, "run the DNS benchmark (sluice's resolver vs its upstream, about a minute)")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" (needs neither root nor the kernel)")
+	flag.IntVar(&o.dnsOpts.rounds, "dns-rounds", 3, "A/B rounds of the DNS benchmark")
+	flag.DurationVar(&o.dnsOpts.dur, "dns-time", 2500*time.Millisecond, "measured time per arm of the DNS benchmark")
+	flag.IntVar(&o.dnsOpts.workers, "dns-workers", 8, "DNS closed-loop sockets, one query in flight each")
+	flag.IntVar(&o.dnsOpts.senders, "dns-senders", 4, "DNS open-loop (latency) sockets")
+	flag.StringVar(&o.dnsOpts.cpuprofile, "dns-cpuprofile", "", "write a CPU profile of the DNS benchmark to `file`")
 	flag.Parse()
 	os.Exit(run(o))
 }
 
 func run(o options) int {
-	if os.Geteuid() != 0 {
+	dnsOnly := o.only == "dns"
+	if o.only != "" && !dnsOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the only part that runs alone is \"dns\"\n", o.only)
+		return 2
+	}
+	if d := o.dnsOpts; (o.dns || dnsOnly) && (d.rounds < 1 || d.rounds > 20 || d.dur <= 0 || d.dur > 5*time.Second || d.workers < 1 || d.workers > 256 || d.senders < 1 || d.senders > 64) {
+		fmt.Fprintln(os.Stderr, "bench: want 1 ≤ -dns-rounds ≤ 20, 0 < -dns-time ≤ 5s, 1 ≤ -dns-workers ≤ 256 and 1 ≤ -dns-senders ≤ 64")
+		return 2
+	}
+	// The DNS part has a budget of its own, on top of -budget.
+	minTimeout := o.budget
+	switch {
+	case dnsOnly:
+		minTimeout = dnsBudget
+	case o.dns:
+		minTimeout += dnsBudget
+	}
+	if !dnsOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
 		return 1
 	}
-	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < o.budget {
-		fmt.Fprintln(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100 and 0 < -budget ≤ -timeout")
+	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < minTimeout {
+		fmt.Fprintf(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100, 0 < -budget and -timeout ≥ %s (-budget, plus %s with the DNS part)\n", minTimeout, dnsBudget)
 		return 2
 	}
 	// Cleanup runs in deferred calls, so a signal must end the measurement,
@@ -71,7 +98,11 @@ func run(o options) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
-	missed, err := bench(ctx, o)
+	measure := bench
+	if dnsOnly {
+		measure = benchDNSOnly
+	}
+	missed, err := measure(ctx, o)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("gave up after -timeout %s: %w", o.timeout, err)
@@ -90,6 +121,14 @@ func run(o options) int {
 // bench runs everything and prints the results. It reports whether a
 // target was missed.
 func bench(ctx context.Context, o options) (missed bool, err error) {
+	// The DNS part comes first and has its own budget: it needs none of
+	// what follows, and the phases below are timed from their own start.
+	var dnsRes *dnsResult
+	if o.dns {
+		if dnsRes, err = measureDNS(ctx, o.dnsOpts); err != nil {
+			return false, err
+		}
+	}
 	// The time budget, split between the phases: `sluice run` rounds first,
 	// then the worker rounds, then the `sluice run` rounds beside a loaded
 	// session.
@@ -225,6 +264,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	rows = append(rows, addedRow("`sluice run -- true` vs `true`, wall", &rt.wall, maxRunAdded))
 	rows = append(rows, addedRow(fmt.Sprintf("the same, while another session holds the %d CIDRs", len(prefixes)), &loaded.wall, maxRunAdded))
 	missed = missed || runMissed || loadedMissed
+	if dnsRes != nil {
+		rows = append(rows, dnsRes.rows()...)
+		missed = missed || dnsRes.missed()
+	}
 
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
@@ -240,6 +283,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "`sluice run -- true`: first run on a fresh instance (creates the cgroup, maps and pins) %s; CPU time of a run, median: user %s, system %s.\n",
 		fmtNS(float64(rt.cold)), fmtNS(median(rt.user)), fmtNS(median(rt.sys)))
+	if dnsRes != nil {
+		fmt.Fprintln(w)
+		dnsRes.describe(w)
+	}
 	if breakdown.Len() > 0 {
 		fmt.Fprintln(w)
 		w.Write(breakdown.Bytes())

@@ -39,20 +39,14 @@ func TestMain(m *testing.M) {
 		if os.Geteuid() != 0 {
 			return m.Run()
 		}
-		dir, err := os.MkdirTemp("", "sluice-daemone2e-")
+		// Each fixture runs its own daemon instance; this one is unused.
+		bin, _, cleanup, err := world.SluiceForTests("sluice-daemone2e")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		_ = os.Chmod(dir, 0o755)
-		sluiceBin = filepath.Join(dir, "sluice")
-		build := exec.Command("go", "build", "-o", sluiceBin, "github.com/sluice-dev/sluice/cmd/sluice")
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build sluice:", err)
-			return 1
-		}
+		defer cleanup()
+		sluiceBin = bin
 		defer world.RemoveProbe()
 		return m.Run()
 	}()

@@ -50,13 +50,13 @@ func TestRefusedNameIsNeverForwarded(t *testing.T) {
 			t.Errorf("%s: stderr does not say which process asked for which name:\n%s", mode, stderr)
 		}
 	}
-	if f.auth.saw(label) {
+	if f.auth.Saw(label) {
 		t.Fatalf("the authoritative server saw %s: a refused name was forwarded", label)
 	}
 	// Positive twin: an allowed name does reach it.
 	r, _ := f.probe(t, []string{"--allow", "allowed.test"}, "dns", authV4.String(), "53", "allowed.test", "A", "udp")
-	if r.Rcode != "NOERROR" || !f.auth.saw("allowed.test") {
-		t.Fatalf("allowed name: %s, forwarded=%v", r, f.auth.saw("allowed.test"))
+	if r.Rcode != "NOERROR" || !f.auth.Saw("allowed.test") {
+		t.Fatalf("allowed name: %s, forwarded=%v", r, f.auth.Saw("allowed.test"))
 	}
 }
 
@@ -81,7 +81,7 @@ func TestForeignResolverIsRedirected(t *testing.T) {
 			t.Errorf("%s via %s: reply seems to come from %q, want %q", c.mode, c.server, r.From, c.from)
 		}
 	}
-	if n := f.foreign.count(); n != 0 {
+	if n := f.foreign.Count() + f.foreign6.Count(); n != 0 {
 		t.Fatalf("the foreign resolver received %d queries", n)
 	}
 	f.w.AssertNothingArrived(t, world.Any(world.To(foreignV4), world.To(foreignV6)), 200*time.Millisecond)

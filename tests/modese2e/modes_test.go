@@ -8,8 +8,6 @@ package modese2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,28 +29,13 @@ func TestMain(m *testing.M) {
 		if os.Geteuid() != 0 {
 			return m.Run()
 		}
-		dir, err := os.MkdirTemp("", "sluice-modese2e-")
+		bin, inst, cleanup, err := world.SluiceForTests("sluice-modes")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		_ = os.Chmod(dir, 0o755)
-		sluiceBin = filepath.Join(dir, "sluice")
-		build := exec.Command("go", "build", "-o", sluiceBin, "github.com/sluice-dev/sluice/cmd/sluice")
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build sluice:", err)
-			return 1
-		}
-		var rnd [4]byte
-		_, _ = rand.Read(rnd[:])
-		instance = "sluice-modes-" + hex.EncodeToString(rnd[:])
-		defer func() {
-			c := exec.Command(sluiceBin, "cleanup")
-			c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-			_ = c.Run()
-		}()
+		defer cleanup()
+		sluiceBin, instance = bin, inst
 		defer world.RemoveProbe()
 		return m.Run()
 	}()

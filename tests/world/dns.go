@@ -44,7 +44,8 @@ type DNSServer struct {
 
 // Zone answers from a map of owner name (fully qualified, lower case) to
 // records in presentation format without the owner ("A 203.0.113.10",
-// "CNAME other.test."), following CNAMEs, with TTL 300.
+// "CNAME other.test.", or with a TTL first: "2 A 203.0.113.10"),
+// following CNAMEs. The TTL defaults to 300.
 func Zone(records map[string][]string) func(dns.Question) []dns.RR {
 	var answer func(q dns.Question) []dns.RR
 	answer = func(q dns.Question) []dns.RR {
@@ -55,11 +56,15 @@ func Zone(records map[string][]string) func(dns.Question) []dns.RR {
 		}
 		out := []dns.RR{}
 		for _, r := range recs {
+			ttl := "300"
+			if f := strings.Fields(r); len(f) > 1 && f[0][0] >= '0' && f[0][0] <= '9' {
+				ttl, r = f[0], strings.Join(f[1:], " ")
+			}
 			typ, _, _ := strings.Cut(r, " ")
 			if typ != "CNAME" && dns.StringToType[typ] != q.Qtype {
 				continue
 			}
-			rr, err := dns.NewRR(fmt.Sprintf("%s 300 IN %s", name, r))
+			rr, err := dns.NewRR(fmt.Sprintf("%s %s IN %s", name, ttl, r))
 			if err != nil {
 				continue
 			}

@@ -64,13 +64,15 @@
 // for the client (Content-Length, else chunked, else close). Upstream
 // connections are never reused: each request dials after its own decision
 // and sends "Connection: close", so no request rides on a connection that
-// another decision opened. Upgrade is hop-by-hop and therefore not
-// forwarded; WebSocket clients use CONNECT.
+// another decision opened. The body is sent while the response is read,
+// so 100 Continue and early answers work; a body that turns out malformed
+// half way ends the exchange with 400. Upgrade is hop-by-hop and therefore
+// not forwarded; WebSocket clients use CONNECT.
 //
 // SOCKS5 (RFC 1928): the "no authentication" method only (the port is
-// reachable from the session only; a password would protect nothing),
-// CONNECT only (BIND and UDP ASSOCIATE get 0x07), address types IPv4, IPv6
-// and domain name; a domain name is resolved by the proxy under the rules
+// reachable from the session only; a password would protect nothing; a
+// client without it gets 0xFF), CONNECT only (BIND and UDP ASSOCIATE get
+// 0x07), address types IPv4, IPv6 and domain name (others get 0x08); a domain name is resolved by the proxy under the rules
 // above (socks5h). A refusal is 0x02 "connection not allowed by ruleset";
 // resolution failures 0x04, refused connections 0x05, other dial errors
 // 0x01/0x03/0x04. A wrong version, a non-zero reserved byte or a
@@ -106,6 +108,16 @@
 // *net.TCPConn meet and the kernel splices (splice(2)) without copying
 // through user buffers. The end of one direction is passed on with
 // CloseWrite (a FIN), so half-closed protocols work; an error closes both.
+//
+// # Sessions
+//
+// One Proxy serves one policy. Loopback is open to every confined
+// process, so a session's program could dial another session's proxy and
+// borrow its wider policy: Config.Admit is called on every accepted
+// connection, before a byte is read, for the daemon to check that the peer
+// belongs to the session (or the datapath refuses the other sessions'
+// ports). Env returns the environment variables that point a command at
+// its proxy.
 //
 // # Dialing and namespaces
 //

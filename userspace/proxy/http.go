@@ -462,6 +462,7 @@ func (p *Proxy) forward(cc *clientConn, bw *bufio.Writer, h *head) bool {
 	_ = cc.SetReadDeadline(time.Time{})
 
 	var writeDone chan error // set while a goroutine sends the body
+	badBody := make(chan *bodyError, 1)
 	defer func() {
 		// The writer must be finished before the client's reader goes
 		// back to the pool: closing up stops its writes, and closing the
@@ -486,7 +487,17 @@ func (p *Proxy) forward(cc *clientConn, bw *bufio.Writer, h *head) bool {
 		// answer before the body is complete (100 Continue, or an early
 		// 413), and waiting for the whole body first would deadlock.
 		writeDone = make(chan error, 1)
-		go func() { writeDone <- p.copyBody(uw, body) }()
+		go func() {
+			err := p.copyBody(uw, body)
+			var be *bodyError
+			if errors.As(err, &be) {
+				// The request cannot be completed, so there is no
+				// answer to wait for: say why before ending the wait.
+				badBody <- be
+				up.Close()
+			}
+			writeDone <- err
+		}()
 	}
 
 	resp, err := readResponse(up, h.method, func(interim *http.Response) error {
@@ -502,7 +513,14 @@ func (p *Proxy) forward(cc *clientConn, bw *bufio.Writer, h *head) bool {
 		return err
 	})
 	if err != nil {
-		p.upstreamBroken(cc, ev, what, err)
+		select {
+		case be := <-badBody:
+			f := malformed("%s: %v", what, be)
+			p.emitFailure(ev, f)
+			p.replyFailure(cc, f, what)
+		default:
+			p.upstreamBroken(cc, ev, what, err)
+		}
 		return false
 	}
 	keep, err := writeResponse(bw, resp, h, clientKeepAlive, &p.stats)
@@ -541,6 +559,13 @@ func writeRequestHead(w *bufio.Writer, h *head, authority, path string, body *bo
 	w.WriteString("Connection: close\r\n\r\n")
 }
 
+// bodyError is the client's fault while its request body was read: the
+// body was malformed or the client went away.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
 // copyBody sends the request body, flushing as it arrives so that
 // streamed uploads stream.
 func (p *Proxy) copyBody(w *bufio.Writer, body *bodyReader) error {
@@ -570,7 +595,7 @@ func (p *Proxy) copyBody(w *bufio.Writer, body *bodyReader) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("reading the request body: %w", err)
+			return &bodyError{err}
 		}
 	}
 	if cw != nil {

@@ -639,3 +639,24 @@ func TestHTTPUpstreamMisbehaves(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPBadChunkedBody: a chunked body that turns out malformed half way
+// ends the exchange with 400 instead of leaving both sides waiting.
+func TestHTTPBadChunkedBody(t *testing.T) {
+	f := newFixture(t, fixtureOpts{
+		policy:   mustPolicy(t, "allowed.test"),
+		resolver: map[string]string{"allowed.test": "203.0.113.10"},
+		standIn: startRaw(t, func(c net.Conn) {
+			io.Copy(io.Discard, c) // waits for a body that never completes
+		}),
+	})
+	start := time.Now()
+	resp, body, _, br := f.roundTrip(t, "POST http://allowed.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n")
+	if resp.StatusCode != 400 || !strings.Contains(body, "reading the request body") {
+		t.Errorf("%s %q", resp.Status, body)
+	}
+	expectClosed(t, br)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
