@@ -21,8 +21,11 @@ type CreateRequest struct {
 	MemoryMax int64    `json:"memory_max,omitempty"` // cgroup memory.max, bytes
 	Argv      []string `json:"argv"`
 	Path      string   `json:"path,omitempty"` // argv[0] resolved by the client's PATH
-	Env       []string `json:"env,omitempty"`
-	Dir       string   `json:"dir,omitempty"`
+	// NoProxyEnv leaves the proxy variables out of the command's
+	// environment (the session's proxy still runs).
+	NoProxyEnv bool     `json:"no_proxy_env,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	Dir        string   `json:"dir,omitempty"`
 }
 
 // SessionInfo describes a session.
@@ -77,6 +80,7 @@ const (
 	EventCapReached     = "dns_cap_reached"
 	EventMapFull        = "map_full"
 	EventUpstreamFailed = "dns_upstream_failed"
+	EventProxyRefused   = "proxy_refused"
 	EventPolicyChanged  = "policy_changed"
 	EventPolicyInvalid  = "policy_invalid"
 	EventDaemonStarted  = "daemon_started"

@@ -191,7 +191,8 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	ss := &session{srv: s, requested: requested, done: make(chan struct{}), stream: make(chan Event, 64),
 		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
-		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss)})
+		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}})
 	if err != nil {
 		return nil, fail(http.StatusBadRequest, "%v", err)
 	}
@@ -200,6 +201,9 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	cmd := exec.Command(path, req.Argv[1:]...)
 	cmd.Args[0] = req.Argv[0]
 	cmd.Env = append(slices.Clone(req.Env), "SLUICE_SESSION="+es.Name())
+	if !req.NoProxyEnv {
+		cmd.Env = append(cmd.Env, es.ProxyEnv()...)
+	}
 	cmd.Dir = req.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
 	s.mu.Lock()

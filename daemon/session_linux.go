@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // recentMax bounds the denials kept per session for `sluice sessions show`.
@@ -148,6 +149,21 @@ func (ss *session) dnsEvent(ev dnsresolver.Event) {
 	}
 	if who := ss.s.SocketOwner(ev.Client); who != "" {
 		e.Comm = who
+	}
+	ss.deliver(e)
+}
+
+// proxyEvent reports the session proxy's refusals (allowed requests raise
+// no event).
+func (ss *session) proxyEvent(ev proxy.Event) {
+	if ev.Kind != proxy.EventRefused && ev.Kind != proxy.EventRebinding {
+		return
+	}
+	e := Event{Type: EventProxyRefused, Session: ss.info.Name, Host: ev.Host, Port: ev.Port, Proto: string(ev.Protocol),
+		Reason: ev.Reason, Message: "proxy: " + ev.String()}
+	if ev.Kind == proxy.EventRebinding {
+		e.Type = EventRebinding
+		e.Dst = ev.Addr.String()
 	}
 	ss.deliver(e)
 }

@@ -79,6 +79,9 @@ func (r *reporter) ReportDaemon(e daemon.Event) {
 		r.auditDests[e.Dst+":"+fmt.Sprint(e.Port)] = true
 	case daemon.EventDNSRefused:
 		r.dnsRefused++
+	case daemon.EventProxyRefused:
+		r.denied++
+		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
 	case daemon.EventSessionStarted, daemon.EventSessionEnded:
 		return
 	}
