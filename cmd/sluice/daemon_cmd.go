@@ -1,7 +1,11 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/dnsresolver"
 )
 
 // daemonOptions are the flags of `sluice daemon`.
@@ -14,6 +18,10 @@ type daemonOptions struct {
 	metricsAddr  string
 	sessionGroup string
 	adminGroup   string
+	dnsTTLMin    time.Duration
+	dnsTTLMax    time.Duration
+	dnsGrace     time.Duration
+	dnsMaxIPs    int
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -37,5 +45,9 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9469 (default off)")
 	f.StringVar(&o.sessionGroup, "group", "", "members of this group may create sessions (default sluice)")
 	f.StringVar(&o.adminGroup, "admin-group", "", "members of this group may change the machine allowlist (default: root only)")
+	f.DurationVar(&o.dnsTTLMin, "dns-ttl-min", dnsresolver.DefaultMinTTL, "learn answers for at least this long")
+	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
+	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
+	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
 	return cmd
 }

@@ -80,6 +80,8 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		AdminGroup:    pick(o.adminGroup, fc.AdminGroup, ""),
 		Version:       version,
 		Enforcer:      ecfg,
+		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,
+			MaxIPsPerName: o.dnsMaxIPs},
 	}
 	if cfg.AuditLog != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o750); err != nil {
