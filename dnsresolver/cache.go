@@ -23,10 +23,13 @@ type cacheEntry struct {
 	expires time.Duration
 }
 
-// cache holds filtered answers for their clamped TTL, bounded in size; when
-// full, expired entries go first, then an arbitrary one.
+// cache holds filtered answers for their clamped TTL, bounded in size.
+// When full, one arbitrary entry makes room (Go's map iteration starts at
+// a random place): constant time, where a sweep of the whole cache under
+// the lock every query takes serialised the resolver. Expired entries are
+// swept by the garbage collector's tick instead.
 type cache struct {
-	mu  sync.Mutex
+	mu  sync.RWMutex
 	max int
 	m   map[cacheKey]*cacheEntry
 }
@@ -35,9 +38,9 @@ func newCache(max int) *cache { return &cache{max: max, m: map[cacheKey]*cacheEn
 
 // get returns a copy of the cached answer with TTLs reduced by its age.
 func (c *cache) get(k cacheKey, now time.Duration) *dns.Msg {
-	c.mu.Lock()
+	c.mu.RLock()
 	e := c.m[k]
-	c.mu.Unlock()
+	c.mu.RUnlock()
 	if e == nil || e.expires <= now {
 		return nil
 	}
@@ -62,17 +65,10 @@ func (c *cache) put(k cacheKey, m *dns.Msg, now, ttl time.Duration) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		for kk, e := range c.m {
-			if e.expires <= now {
-				delete(c.m, kk)
-			}
-		}
+	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
 		for kk := range c.m {
-			if len(c.m) < c.max {
-				break
-			}
 			delete(c.m, kk)
+			break
 		}
 	}
 	c.m[k] = &cacheEntry{msg: m.Copy(), stored: now, expires: now + ttl}
@@ -80,4 +76,15 @@ func (c *cache) put(k cacheKey, m *dns.Msg, now, ttl time.Duration) {
 
 func keyOf(q dns.Question, do bool) cacheKey {
 	return cacheKey{name: strings.ToLower(q.Name), qtype: q.Qtype, class: q.Qclass, do: do}
+}
+
+// sweep drops expired entries; the garbage collector calls it.
+func (c *cache) sweep(now time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if e.expires <= now {
+			delete(c.m, k)
+		}
+	}
 }

@@ -39,7 +39,7 @@ func newLearnedSet() *learnedSet {
 // learn records that name resolved to addrs, each valid until its expiry,
 // teaching l first. It refuses (learning nothing) when the name would hold
 // more than limit unexpired addresses.
-func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []netip.Addr, expires []time.Duration, limit int) error {
+func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []netip.Addr, expires []time.Duration, limit int, slack time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.perName[name]
@@ -68,7 +68,11 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 	for i, a := range addrs {
 		exp := expires[i]
 		e := s.addrs[a]
-		if e == nil || e.expires < exp {
+		// Extend a live entry only when it would end noticeably sooner:
+		// every answer for a popular address would otherwise cost a map
+		// update. The slack stays under half the grace period, so a client
+		// using the answer until its TTL ends is still inside the expiry.
+		if e == nil || e.expires < exp-slack {
 			if l != nil {
 				if err := l.Learn(a, exp); err != nil {
 					return err

@@ -88,7 +88,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	key := keyOf(dns.Question{Name: fqdn, Qtype: q.Qtype, Qclass: q.Qclass}, do)
 	now := r.cfg.Clock()
 	if m := r.cache.get(key, now); m != nil {
-		return finish(req, m), "cached"
+		return finishOwned(req, m), "cached" // m is already a private copy
 	}
 
 	up := new(dns.Msg)
@@ -96,7 +96,11 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	up.RecursionDesired = req.RecursionDesired
 	up.CheckingDisabled = req.CheckingDisabled
 	up.SetEdns0(upstreamUDPSize, do)
-	resp, err := r.forward(ctx, up)
+	// The deadline only matters when forwarding: set it here, not for
+	// every cache hit.
+	fctx, cancel := context.WithTimeout(ctx, time.Duration(len(r.ups)+1)*r.cfg.Timeout)
+	defer cancel()
+	resp, err := r.forward(fctx, up)
 	if err != nil {
 		r.event(Event{Kind: EventUpstreamFailed, Name: name, QType: qtype, Client: client, Reason: err.Error()})
 		return reply(req, dns.RcodeServerFailure), ""
@@ -143,7 +147,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 			addrs[i] = l.Addr
 			expires[i] = now + time.Duration(ttl)*time.Second + r.cfg.Grace
 		}
-		if err := r.learned.learn(r.cfg.Learner, name, now, addrs, expires, r.cfg.MaxIPsPerName); err != nil {
+		if err := r.learned.learn(r.cfg.Learner, name, now, addrs, expires, r.cfg.MaxIPsPerName, r.cfg.Grace/2); err != nil {
 			kind := EventMapFull
 			if errors.Is(err, ErrCapReached) {
 				kind = EventCapReached
@@ -266,8 +270,11 @@ func reply(req *dns.Msg, rcode int) *dns.Msg {
 
 // finish turns a (cached or fresh) upstream answer into the reply to req:
 // the client's ID and question (with its letter case), our EDNS0.
-func finish(req *dns.Msg, resp *dns.Msg) *dns.Msg {
-	m := resp.Copy()
+func finish(req *dns.Msg, resp *dns.Msg) *dns.Msg { return finishOwned(req, resp.Copy()) }
+
+// finishOwned is finish for a message the caller owns: no second copy on
+// the cache-hit path.
+func finishOwned(req *dns.Msg, m *dns.Msg) *dns.Msg {
 	m.Id = req.Id
 	m.Response = true
 	m.Opcode = req.Opcode

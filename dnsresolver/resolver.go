@@ -227,6 +227,7 @@ func (r *Resolver) listenPair(ip string, prefer uint16) (uint16, error) {
 			lastErr = err
 			continue
 		}
+		growReadBuffer(pc.(*net.UDPConn))
 		r.serve(&dns.Server{PacketConn: pc, Handler: r, UDPSize: dns.MaxMsgSize})
 		r.serve(&dns.Server{Listener: l, Handler: r})
 		return port, nil
@@ -294,7 +295,9 @@ func (r *Resolver) gcLoop(stop <-chan struct{}, done chan<- struct{}) {
 // GC forgets expired learned addresses now (the kernel already refuses
 // them; this only frees map space).
 func (r *Resolver) GC() (int, error) {
-	return r.learned.gc(r.cfg.Learner, r.cfg.Clock())
+	now := r.cfg.Clock()
+	r.cache.sweep(now)
+	return r.learned.gc(r.cfg.Learner, now)
 }
 
 func (r *Resolver) event(e Event) {
@@ -305,10 +308,14 @@ func (r *Resolver) event(e Event) {
 
 // ServeDNS answers one query.
 func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	client, _ := netip.ParseAddrPort(w.RemoteAddr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(r.ups)+1)*r.cfg.Timeout)
-	defer cancel()
-	resp := r.Resolve(ctx, req, client)
+	var client netip.AddrPort
+	switch a := w.RemoteAddr().(type) {
+	case *net.UDPAddr:
+		client = a.AddrPort()
+	case *net.TCPAddr:
+		client = a.AddrPort()
+	}
+	resp := r.Resolve(context.Background(), req, client)
 	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
 		size := dns.MinMsgSize
 		if opt := req.IsEdns0(); opt != nil {

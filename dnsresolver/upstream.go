@@ -83,6 +83,7 @@ func (u *upstream) sock(w waiter) (*upSock, uint16, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("upstream %s: %w", u.addr, err)
 	}
+	growReadBuffer(conn)
 	s = &upSock{conn: conn, pending: map[uint16]waiter{}, uses: 1}
 	id := s.register(w) // before read starts: no lock needed yet
 	u.socks[i] = s

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -13,6 +15,47 @@ import (
 // rather than through miekg/dns: a client that allocates and parses per
 // query would take CPU from the resolver it measures, on a machine with
 // few cores, and blur the ratio towards 1.
+
+// dnsBudget bounds the DNS part: rounds stop early rather than overrun.
+const dnsBudget = 60 * time.Second
+
+// dnsOptions are the DNS part's flags.
+type dnsOptions struct {
+	rounds     int
+	dur        time.Duration // measured time per arm, after dnsWarmup
+	workers    int           // closed loop: sockets, one query in flight each
+	senders    int           // open loop: sockets, fed in turn by one pacer
+	cpuprofile string
+}
+
+// addDNSFlags registers the DNS part's flags; on is -dns.
+//
+// The defaults suit a 2-CPU machine, where generator, resolver and stub
+// share the CPUs: 64 queries in flight (dnsperf's default is 100) are what
+// it takes for the direct arm to reach its peak, where fewer leave CPU
+// idle between wake-ups; 8 open-loop sockets keep any one reader from
+// falling behind at half that peak; 3 rounds of 8 arms of 1.75 s each fit
+// dnsBudget with room for settling between arms.
+func addDNSFlags(fs *flag.FlagSet, on *bool, d *dnsOptions) {
+	fs.BoolVar(on, "dns", true, "run the DNS benchmark (sluice's resolver against the same upstream asked directly; about a minute)")
+	fs.IntVar(&d.rounds, "dns-rounds", 3, "A/B rounds of the DNS benchmark")
+	fs.DurationVar(&d.dur, "dns-time", 1500*time.Millisecond, "measured time per arm of the DNS benchmark, after 0.25 s of warm-up")
+	fs.IntVar(&d.workers, "dns-workers", 64, "DNS closed-loop sockets, one query in flight each")
+	fs.IntVar(&d.senders, "dns-senders", 8, "DNS open-loop (latency) sockets, fed in turn by one pacer")
+	fs.StringVar(&d.cpuprofile, "dns-cpuprofile", "", "write a CPU profile of the DNS benchmark (the resolver runs in-process) to `file`")
+}
+
+// validate checks the DNS part's flags.
+func (d dnsOptions) validate() error {
+	if d.rounds < 1 || d.rounds > 20 || d.dur <= 0 || d.dur > 5*time.Second || d.workers < 1 || d.workers > 256 || d.senders < 1 || d.senders > 64 {
+		return errors.New("want 1 ≤ -dns-rounds ≤ 20, 0 < -dns-time ≤ 5s, 1 ≤ -dns-workers ≤ 256 and 1 ≤ -dns-senders ≤ 64")
+	}
+	return nil
+}
+
+// dnsQueryTimeout is when a query counts as lost. Loopback loses nothing
+// unless a socket buffer overflows, or a resolver falls behind.
+const dnsQueryTimeout = time.Second
 
 // dnsZone is the zone the benchmark asks names in; the sluice arm's policy
 // allows *.dnsZone.
@@ -107,6 +150,12 @@ func stubAddr(name string) [4]byte {
 	return [4]byte{203, 0, 113, byte(1 + h%254)}
 }
 
+// inZone reports whether the fully qualified name is under dnsZone.
+func inZone(name string) bool {
+	const suffix = "." + dnsZone + "."
+	return len(name) > len(suffix) && strings.EqualFold(name[len(name)-len(suffix):], suffix)
+}
+
 // fmtQPS shows a rate in queries per second.
 func fmtQPS(q float64) string {
 	switch {
@@ -151,4 +200,38 @@ func signedNS(ns float64) string {
 		return "+" + fmtNS(ns)
 	}
 	return fmtNS(ns)
+}
+
+// latencyRow is addedRow for a percentile that may have reached
+// dnsQueryTimeout, where lost queries count: an arm that lost that many
+// was overloaded, and its figure is a floor, not a latency. A maxAdded of
+// 0 makes a row without a target.
+func latencyRow(name string, s *series, maxAdded time.Duration) tableRow {
+	var row tableRow
+	if maxAdded > 0 {
+		row = addedRow(name, s, maxAdded)
+	} else {
+		row = addedInfoRow(name, s)
+	}
+	overA, overB := median(s.a) >= float64(dnsQueryTimeout), median(s.b) >= float64(dnsQueryTimeout)
+	lost := "≥ " + fmtNS(float64(dnsQueryTimeout)) + " (lost queries)"
+	if overA {
+		row.a = lost
+	}
+	if overB {
+		row.b = lost
+	}
+	switch {
+	case overB:
+		row.cmp = "B overloaded: it lost queries"
+		if maxAdded > 0 {
+			row.result = verdict(false)
+		}
+	case overA:
+		row.cmp = "A overloaded: it lost queries"
+		if maxAdded > 0 {
+			row.result = "**inconclusive**"
+		}
+	}
+	return row
 }

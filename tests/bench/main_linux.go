@@ -25,19 +25,21 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	sluice    string
-	instance  string
-	rounds    int
-	cidrs     int
-	scale     float64
-	seed      uint64
-	budget    time.Duration
-	timeout   time.Duration
-	breakdown bool
-	strict    bool
-	dns       bool
-	only      string
-	dnsOpts   dnsOptions
+	sluice     string
+	instance   string
+	rounds     int
+	cidrs      int
+	scale      float64
+	seed       uint64
+	budget     time.Duration
+	timeout    time.Duration
+	breakdown  bool
+	strict     bool
+	dns        bool
+	only       string
+	dnsOpts    dnsOptions
+	daemon     bool
+	daemonOpts daemonOptions
 }
 
 func main() {
@@ -49,44 +51,49 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", 1, "multiplies every worker's iteration count")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random CIDR set")
 	flag.DurationVar(&o.budget, "budget", 130*time.Second, "measure for about this long at most: on a busy machine, run fewer rounds")
-	flag.DurationVar(&o.timeout, "timeout", 240*time.Second, "give up (and clean up) after this long")
+	flag.DurationVar(&o.timeout, "timeout", 360*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.BoolVar(&o.dns, "dns", true, "run the DNS benchmark (sluice's resolver vs its upstream, about a minute)")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" (needs neither root nor the kernel)")
-	flag.IntVar(&o.dnsOpts.rounds, "dns-rounds", 3, "A/B rounds of the DNS benchmark")
-	flag.DurationVar(&o.dnsOpts.dur, "dns-time", 2500*time.Millisecond, "measured time per arm of the DNS benchmark")
-	flag.IntVar(&o.dnsOpts.workers, "dns-workers", 8, "DNS closed-loop sockets, one query in flight each")
-	flag.IntVar(&o.dnsOpts.senders, "dns-senders", 4, "DNS open-loop (latency) sockets")
-	flag.StringVar(&o.dnsOpts.cpuprofile, "dns-cpuprofile", "", "write a CPU profile of the DNS benchmark to `file`")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" (needs neither root nor the kernel) or \"daemon\"")
+	addDNSFlags(flag.CommandLine, &o.dns, &o.dnsOpts)
+	addDaemonFlags(flag.CommandLine, &o.daemon, &o.daemonOpts)
 	flag.Parse()
 	os.Exit(run(o))
 }
 
 func run(o options) int {
-	dnsOnly := o.only == "dns"
-	if o.only != "" && !dnsOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the only part that runs alone is \"dns\"\n", o.only)
+	dnsOnly, daemonOnly := o.only == "dns", o.only == "daemon"
+	if o.only != "" && !dnsOnly && !daemonOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\" and \"daemon\"\n", o.only)
 		return 2
 	}
-	if d := o.dnsOpts; (o.dns || dnsOnly) && (d.rounds < 1 || d.rounds > 20 || d.dur <= 0 || d.dur > 5*time.Second || d.workers < 1 || d.workers > 256 || d.senders < 1 || d.senders > 64) {
-		fmt.Fprintln(os.Stderr, "bench: want 1 ≤ -dns-rounds ≤ 20, 0 < -dns-time ≤ 5s, 1 ≤ -dns-workers ≤ 256 and 1 ≤ -dns-senders ≤ 64")
+	if err := o.daemonOpts.validate(); (o.daemon || daemonOnly) && err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 2
 	}
-	// The DNS part has a budget of its own, on top of -budget.
+	if err := o.dnsOpts.validate(); (o.dns || dnsOnly) && err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 2
+	}
+	// The DNS and daemon parts have budgets of their own, on top of -budget.
 	minTimeout := o.budget
 	switch {
 	case dnsOnly:
 		minTimeout = dnsBudget
+	case daemonOnly:
+		minTimeout = daemonBudget
 	case o.dns:
 		minTimeout += dnsBudget
+	}
+	if o.daemon && o.only == "" {
+		minTimeout += daemonBudget
 	}
 	if !dnsOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
 		return 1
 	}
 	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < minTimeout {
-		fmt.Fprintf(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100, 0 < -budget and -timeout ≥ %s (-budget, plus %s with the DNS part)\n", minTimeout, dnsBudget)
+		fmt.Fprintf(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100, 0 < -budget and -timeout ≥ %s (-budget, plus %s with the DNS part and %s with the daemon part)\n", minTimeout, dnsBudget, daemonBudget)
 		return 2
 	}
 	// Cleanup runs in deferred calls, so a signal must end the measurement,
@@ -99,8 +106,11 @@ func run(o options) int {
 	defer cancel()
 
 	measure := bench
-	if dnsOnly {
+	switch {
+	case dnsOnly:
 		measure = benchDNSOnly
+	case daemonOnly:
+		measure = benchDaemonOnly
 	}
 	missed, err := measure(ctx, o)
 	if err != nil {
@@ -126,6 +136,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	var dnsRes *dnsResult
 	if o.dns {
 		if dnsRes, err = measureDNS(ctx, o.dnsOpts); err != nil {
+			return false, err
+		}
+	}
+	// So does the daemon part, on an instance of its own.
+	var daemonRes *daemonResult
+	if o.daemon {
+		if daemonRes, err = measureDaemon(ctx, o.sluice, o.instance, o.daemonOpts); err != nil {
 			return false, err
 		}
 	}
@@ -268,6 +285,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 		rows = append(rows, dnsRes.rows()...)
 		missed = missed || dnsRes.missed()
 	}
+	if daemonRes != nil {
+		rows = append(rows, daemonRes.rows()...)
+		missed = missed || daemonRes.missed()
+	}
 
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
@@ -286,6 +307,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	if dnsRes != nil {
 		fmt.Fprintln(w)
 		dnsRes.describe(w)
+	}
+	if daemonRes != nil {
+		fmt.Fprintln(w)
+		daemonRes.describe(w)
 	}
 	if breakdown.Len() > 0 {
 		fmt.Fprintln(w)

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package dnsresolver
+
+import "net"
+
+const socketBuffer = 4 << 20
+
+func growReadBuffer(c *net.UDPConn) { _ = c.SetReadBuffer(socketBuffer) }
