@@ -188,11 +188,11 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		return nil, fail(http.StatusBadRequest, "%s: command not found (pass an absolute path)", req.Argv[0])
 	}
 
-	ss := &session{srv: s, requested: requested, done: make(chan struct{}), stream: make(chan Event, 64),
+	ss := &session{srv: s, requested: requested, done: make(chan struct{}), stream: make(chan Event, 64), started: make(chan struct{}),
 		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}})
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true})
 	if err != nil {
 		return nil, fail(http.StatusBadRequest, "%v", err)
 	}
@@ -214,6 +214,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		return nil, err
 	}
 	if err := es.Start(cmd, spawn); err != nil {
+		close(ss.started)
 		s.dropSession(ss)
 		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)
 	}
@@ -221,9 +222,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	ss.info.PID = cmd.Process.Pid
 	s.emit(Event{Type: EventSessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
 		Exe: path, Entries: ss.info.policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
-	// Events wait in the ring buffer until the start is on record.
-	ss.readers.Add(1)
-	go ss.readEvents()
+	close(ss.started)
 	go ss.waitCommand()
 	return ss, nil
 }
@@ -238,7 +237,6 @@ func (i SessionInfo) policyStrings(es *enforcer.Session) []string {
 
 func (s *Server) dropSession(ss *session) {
 	_ = ss.s.Close()
-	ss.readers.Wait()
 	_ = os.Remove(s.recordPath(ss.info.Name))
 	s.mu.Lock()
 	delete(s.sessions, ss.info.Name)

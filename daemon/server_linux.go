@@ -63,6 +63,10 @@ type Server struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
+	global  *ringbuf.Reader // the datapath's global ring buffer
+	flushed chan struct{}   // the reader drained up to a Flush
+	drainMu sync.Mutex
+
 	api, metricsSrv *http.Server
 	ln              net.Listener
 	fileStamp       fileStamp
@@ -86,7 +90,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SessionGroup == "" {
 		cfg.SessionGroup = "sluice"
 	}
-	s := &Server{cfg: cfg, hub: newHub(), sessions: map[string]*session{}, stop: make(chan struct{})}
+	s := &Server{cfg: cfg, hub: newHub(), sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
 	s.sessionGID, s.hasSessionGID = lookupGroup(cfg.SessionGroup)
 	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
 
@@ -176,8 +180,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.wg.Go(s.watchAllowlist)
 	if gr, err := s.e.Datapath().GlobalEvents(); err == nil {
-		// Denials of tasks in the sluice cgroup whose session the datapath
-		// does not know (leftovers) land in the global ring buffer.
+		// The daemon's sessions (and leftovers) deliver their deny events
+		// to the global ring buffer; one reader dispatches them.
+		s.global = gr
 		go func() {
 			<-s.stop
 			gr.Close()
@@ -223,6 +228,13 @@ func (s *Server) Shutdown() error {
 func (s *Server) readGlobalEvents(r *ringbuf.Reader) {
 	for {
 		rec, err := r.Read()
+		if errors.Is(err, ringbuf.ErrFlushed) {
+			select {
+			case s.flushed <- struct{}{}:
+			default:
+			}
+			continue
+		}
 		if err != nil {
 			return
 		}
@@ -230,12 +242,56 @@ func (s *Server) readGlobalEvents(r *ringbuf.Reader) {
 		if err != nil {
 			continue
 		}
-		uid := ev.UID
-		e := Event{Type: EventEgressDenied, PID: ev.PID, Comm: ev.Comm, UID: &uid, Reason: ev.Reason.String(), Message: ev.String()}
-		if ev.Addr.IsValid() {
-			e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
+		s.dispatch(ev)
+	}
+}
+
+// dispatch hands a kernel event to its session, or logs it on its own.
+func (s *Server) dispatch(ev loader.Event) {
+	s.mu.Lock()
+	var owner *session
+	for _, ss := range s.sessions {
+		if ss.s.ID() == ev.Cgroup {
+			owner = ss
+			break
 		}
-		s.emit(e)
+	}
+	s.mu.Unlock()
+	if owner != nil {
+		owner.kernelEvent(ev)
+		return
+	}
+	uid := ev.UID
+	e := Event{Type: EventEgressDenied, PID: ev.PID, Comm: ev.Comm, UID: &uid, Reason: ev.Reason.String(), Message: ev.String()}
+	if ev.Audit {
+		e.Type = EventEgressAudit
+	}
+	if ev.Addr.IsValid() {
+		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
+	}
+	s.emit(e)
+}
+
+// drainEvents returns once every event already in the global ring buffer
+// has been dispatched: a session's command has exited, so all of its
+// denials are in there, and its owner must hear of them before the exit.
+func (s *Server) drainEvents() {
+	if s.global == nil {
+		return
+	}
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
+	select { // a stale signal of a drain that timed out
+	case <-s.flushed:
+	default:
+	}
+	if s.global.Flush() != nil {
+		return
+	}
+	select {
+	case <-s.flushed:
+	case <-time.After(time.Second):
+	case <-s.stop:
 	}
 }
 

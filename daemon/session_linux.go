@@ -32,10 +32,10 @@ type session struct {
 
 	mu      sync.Mutex
 	recent  []Event
-	stream  chan Event // the creating client's response stream
+	stream  chan Event    // the creating client's response stream
+	started chan struct{} // closed once session_started is on record
 	done    chan struct{}
 	exit    int
-	readers sync.WaitGroup
 }
 
 // record is what survives a daemon crash, in the state directory.
@@ -88,22 +88,12 @@ func (s *Server) dnsOptions(ss *session) *enforcer.DNSOptions {
 	return &d
 }
 
-// readEvents turns the kernel's deny events into audit events.
-func (ss *session) readEvents() {
-	defer ss.readers.Done()
-	for {
-		ev, err := ss.s.ReadEvent()
-		if errors.Is(err, enforcer.ErrBadEvent) {
-			continue
-		}
-		if err != nil {
-			return
-		}
-		ss.kernelEvent(ev)
-	}
-}
-
 func (ss *session) kernelEvent(ev loader.Event) {
+	// A denial can race the start's audit line: keep the story in order.
+	select {
+	case <-ss.started:
+	case <-time.After(time.Second):
+	}
 	uid := ev.UID
 	e := Event{
 		Type: EventEgressDenied, Session: ss.info.Name, PID: ev.PID, Comm: ev.Comm, UID: &uid,
@@ -213,8 +203,7 @@ func (ss *session) waitCommand() {
 // entries and record removed.
 func (ss *session) end(code int) {
 	_ = ss.s.Kill()
-	_ = ss.s.FlushEvents()
-	ss.readers.Wait()
+	ss.srv.drainEvents()
 	if err := ss.s.Close(); err != nil {
 		ss.srv.emit(Event{Type: EventSessionEnded, Session: ss.info.Name, Message: "cleanup: " + err.Error()})
 	}
@@ -284,7 +273,7 @@ func (s *Server) adoptAll() {
 }
 
 func (s *Server) adopt(r record) error {
-	ss := &session{srv: s, done: make(chan struct{}),
+	ss := &session{srv: s, done: make(chan struct{}), started: closedChan(),
 		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit}}
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)
@@ -294,7 +283,7 @@ func (s *Server) adopt(r record) error {
 		ss.requested = p
 	}
 	policy := intersect(ss.requested, s.machine.Load())
-	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss)}, r.DNSPort4, r.DNSPort6)
+	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss), SharedEvents: true}, r.DNSPort4, r.DNSPort6)
 	if err != nil {
 		return err
 	}
@@ -306,8 +295,6 @@ func (s *Server) adopt(r record) error {
 	s.sessions[r.Name] = ss
 	s.mu.Unlock()
 	_ = ss.save()
-	ss.readers.Add(1)
-	go ss.readEvents()
 	go ss.waitCommand()
 	s.emit(Event{Type: EventSessionAdopted, Session: r.Name, Message: fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)})
 	return nil
@@ -334,4 +321,10 @@ func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
 		p, _ = allowlist.New(nil)
 	}
 	return p
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }

@@ -94,6 +94,10 @@ type Options struct {
 	DNS *DNSOptions
 	// Proxy starts the session's allowlist proxy; nil: no proxy.
 	Proxy *ProxyOptions
+	// SharedEvents sends the session's deny events to the datapath's global
+	// ring buffer (a daemon reads them all there) instead of a ring buffer
+	// of its own, which costs two RCU grace periods per session.
+	SharedEvents bool
 }
 
 // Session is a running confined session owned by this process.
@@ -146,7 +150,11 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
+	if opts.SharedEvents {
+		if err := e.dp.AddSessionShared(id, s.cfg); err != nil {
+			return nil, err
+		}
+	} else if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
 		return nil, err
 	}
 	if opts.DNS != nil {
@@ -202,6 +210,9 @@ var ErrBadEvent = errors.New("bad event record")
 // returns the events still pending, then ringbuf.ErrFlushed; after Close,
 // ringbuf.ErrClosed.
 func (s *Session) ReadEvent() (loader.Event, error) {
+	if s.events == nil {
+		return loader.Event{}, ringbuf.ErrClosed
+	}
 	rec, err := s.events.Read()
 	if err != nil {
 		return loader.Event{}, err
@@ -215,7 +226,12 @@ func (s *Session) ReadEvent() (loader.Event, error) {
 
 // FlushEvents wakes ReadEvent so that the reader drains what is pending
 // and stops: the command is gone and its denials are all in the buffer.
-func (s *Session) FlushEvents() error { return s.events.Flush() }
+func (s *Session) FlushEvents() error {
+	if s.events == nil {
+		return nil
+	}
+	return s.events.Flush()
+}
 
 // Counters are the session's decision counters.
 func (s *Session) Counters() (loader.Counters, error) { return s.e.dp.Counters(s.cg.ID()) }
@@ -241,16 +257,22 @@ func (s *Session) Close() error {
 		if err := s.cg.Remove(5 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
-		// A session this process built knows its CIDRs exactly; an
-		// adopted one may hold entries of an older policy: scan.
-		var prefixes []netip.Prefix
-		if !s.adopted && s.policy != nil {
-			prefixes = s.policy.Prefixes()
-			if prefixes == nil {
-				prefixes = []netip.Prefix{}
+		// A session this process built knows what it put into the
+		// datapath; an adopted one may hold entries of an older policy:
+		// scan.
+		var known *loader.Known
+		if !s.adopted {
+			known = &loader.Known{Ring: s.events != nil}
+			if s.policy != nil {
+				known.Prefixes = s.policy.Prefixes()
+			}
+			for _, p := range []uint16{s.cfg.DNSPort4, s.cfg.DNSPort6, s.proxyAddr.Port()} {
+				if p != 0 {
+					known.Ports = append(known.Ports, p)
+				}
 			}
 		}
-		if err := s.e.dp.RemoveSession(s.cg.ID(), prefixes); err != nil {
+		if err := s.e.dp.RemoveSession(s.cg.ID(), known); err != nil {
 			errs = append(errs, err)
 		}
 	}

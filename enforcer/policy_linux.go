@@ -93,11 +93,16 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 	if opts.Audit {
 		s.cfg.Flags |= 1
 	}
-	if s.events, err = e.dp.SessionEvents(cg.ID()); err != nil {
-		// The ring buffer is gone (the entry was reclaimed): start over.
-		if s.events, err = e.dp.AddSession(cg.ID(), s.cfg); err != nil {
-			s.lock.Close()
-			return nil, err
+	// With SharedEvents the daemon reads the global ring buffer; adopted
+	// sessions are scanned on removal, so a private ring buffer left by an
+	// older daemon goes too.
+	if !opts.SharedEvents {
+		if s.events, err = e.dp.SessionEvents(cg.ID()); err != nil {
+			// The ring buffer is gone (the entry was reclaimed): start over.
+			if s.events, err = e.dp.AddSession(cg.ID(), s.cfg); err != nil {
+				s.lock.Close()
+				return nil, err
+			}
 		}
 	}
 	if opts.DNS != nil {

@@ -78,6 +78,21 @@ func (d *Datapath) AddSession(cgid uint64, cfg SessionConfig) (*ringbuf.Reader, 
 	return r, nil
 }
 
+// AddSessionShared registers a session whose events go to the global ring
+// buffer (GlobalEvents) instead of a ring buffer of its own: for a daemon,
+// which reads every session's events anyway. Registering a private ring
+// buffer is an update of a map of maps, which waits for an RCU grace period.
+func (d *Datapath) AddSessionShared(cgid uint64, cfg SessionConfig) error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count CPUs: %w", err)
+	}
+	if err := d.objs.SessionCounters.Update(cgid, make([]sluiceCounters, ncpu), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("add counters of session %d: %w", cgid, err)
+	}
+	return d.SetSession(cgid, cfg)
+}
+
 // SetSession changes a session's configuration atomically.
 func (d *Datapath) SetSession(cgid uint64, cfg SessionConfig) error {
 	v := cfg.value()
@@ -198,12 +213,21 @@ func (d *Datapath) Counters(cgid uint64) (Counters, error) {
 	return c, nil
 }
 
+// Known is what a session's owner knows it put into the datapath, so that
+// removal touches just that: scanning the shared maps costs a syscall per
+// entry of every session (100k CIDRs: ~0.4 s), and reading the 64k-entry
+// listener array ~17 ms.
+type Known struct {
+	Prefixes []netip.Prefix // the session's CIDRs
+	Ports    []uint16       // its listener ports (resolver, proxy)
+	Ring     bool           // it has its own event ring buffer
+}
+
 // RemoveSession deletes everything the datapath holds for the session: its
-// policy, counters, ring buffer, CIDRs and learned IPs. Tasks still in the
-// cgroup fall back to loopback only. prefixes are the session's CIDRs when
-// the caller knows them exactly; nil scans the shared CIDR map, which costs
-// a syscall per entry of every session (100k entries: ~0.4 s).
-func (d *Datapath) RemoveSession(cgid uint64, prefixes []netip.Prefix) error {
+// policy, counters, ring buffer, CIDRs, listener ports and learned IPs.
+// Tasks still in the cgroup fall back to loopback only. k nil (a session
+// left by another process) scans the shared maps.
+func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 	var errs []error
 	del := func(m *ebpf.Map, key any, what string) {
 		if err := m.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -211,12 +235,24 @@ func (d *Datapath) RemoveSession(cgid uint64, prefixes []netip.Prefix) error {
 		}
 	}
 	del(d.objs.Sessions, cgid, "policy")
-	d.clearListeners(cgid, &errs)
-	del(d.objs.SessionEvents, cgid, "ring buffer")
+	if k == nil {
+		d.clearListeners(cgid, &errs)
+	} else {
+		for _, p := range k.Ports {
+			if err := d.ClearListener(p, cgid); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// Every change to a map of maps waits for an RCU grace period
+	// (~10 ms here): skip it when the session never had a ring buffer.
+	if k == nil || k.Ring {
+		del(d.objs.SessionEvents, cgid, "ring buffer")
+	}
 	del(d.objs.SessionCounters, cgid, "counters")
 
-	if prefixes != nil {
-		if err := d.DeleteCIDRs(cgid, prefixes); err != nil {
+	if k != nil {
+		if err := d.DeleteCIDRs(cgid, k.Prefixes); err != nil {
 			errs = append(errs, err)
 		}
 	} else {
