@@ -33,7 +33,7 @@ const (
 // daemonAllowlist is the daemon's machine allowlist: documentation
 // addresses only (RFC 5737, RFC 3849), never contacted, so that every
 // session holds CIDR entries whose removal the leak check can see.
-const daemonAllowlist = `{"allowed_hosts": ["192.0.2.0/24", "198.51.100.0/24", "203.0.113.7", "2001:db8::/32"]}` + "\n"
+const daemonAllowlist = `{"allowed_hosts": ["198.51.100.0/24", "203.0.113.7", "2001:db8::/32"]}` + "\n"
 
 // benchDaemonOnly is -only daemon: the daemon part alone, with its own
 // table.

@@ -160,13 +160,13 @@ func TestMapKeys(t *testing.T) {
 	if got := sessionKey(k); got != "session 92562" {
 		t.Errorf("sessionKey = %q", got)
 	}
-	// 192.0.2.0/24 of session 0x1_0000_0002, as loader.cidrKey lays it out.
+	// 198.51.100.0/24 of session 0x1_0000_0002, as loader.cidrKey lays it out.
 	c := make([]byte, 28)
 	binary.NativeEndian.PutUint32(c, 64+96+24)
 	binary.NativeEndian.PutUint32(c[4:], 2)
 	binary.NativeEndian.PutUint32(c[8:], 1)
-	copy(c[12:], []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 0})
-	if got, want := cidrKey(c), "session 4294967298 192.0.2.0/24"; got != want {
+	copy(c[12:], []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 0})
+	if got, want := cidrKey(c), "session 4294967298 198.51.100.0/24"; got != want {
 		t.Errorf("cidrKey = %q, want %q", got, want)
 	}
 	c6 := make([]byte, 28)
