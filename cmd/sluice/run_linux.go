@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"sync"
 	"sync/atomic"
 
@@ -131,37 +130,21 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.Env = append(append(os.Environ(), s.ProxyEnv()...), "SLUICE_SESSION="+s.Name())
 
-	// Signals arrive before Start returns are queued, not lost.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
-	defer signal.Stop(sigs)
-
-	if err := s.Start(c, spawn); err != nil {
-		code := exitSluiceError
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.ENOEXEC) {
-			code = exitCannotExec
-		}
-		return &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
-	}
-	tty := isTerminal(os.Stdin)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case sig := <-sigs:
-				// A terminal already delivered ^C and ^\ to the whole
-				// foreground process group, the command included.
-				if tty && (sig == unix.SIGINT || sig == unix.SIGQUIT) {
-					continue
-				}
-				_ = c.Process.Signal(sig)
-			case <-done:
-				return
+	started := false
+	waitErr := supervise(c, func() error {
+		if err := s.Start(c, spawn); err != nil {
+			code := exitSluiceError
+			if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.ENOEXEC) {
+				code = exitCannotExec
 			}
+			return &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
 		}
-	}()
-	waitErr := c.Wait()
-	close(done)
+		started = true
+		return nil
+	})
+	if !started {
+		return waitErr
+	}
 
 	// The command is gone; whatever it left behind goes with the session.
 	_ = s.Kill()
@@ -170,7 +153,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}
-	return exitStatus(waitErr)
+	return waitErr
 }
 
 // targetUser is whom the command runs as: --user, else the user who

@@ -62,7 +62,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	} else if label != modeProxy {
 		fmt.Fprintln(stderr, "sluice: note: --no-proxy-env: the command can reach only loopback")
 	}
-	err = supervise(c)
+	err = supervise(c, nil)
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}

@@ -6,8 +6,11 @@ import (
 )
 
 // supervise starts c and returns its exit status as an *exitError.
-func supervise(c *exec.Cmd) error {
-	if err := c.Start(); err != nil {
+func supervise(c *exec.Cmd, start func() error) error {
+	if start == nil {
+		start = c.Start
+	}
+	if err := start(); err != nil {
 		return &exitError{code: exitCannotExec, err: err}
 	}
 	err := c.Wait()
