@@ -57,7 +57,7 @@ func TestRebinding(t *testing.T) {
 		{"172.32.0.1", false, ""},                 // just above 172.16/12
 		{"203.0.113.5", false, ""},                // documentation: public data
 		{"198.51.100.7", false, ""},               // documentation
-		{"198.51.100.1", false, ""},                  // documentation (not 192.0.0/24)
+		{"198.51.100.1", false, ""},               // documentation (not 192.0.0/24)
 		{"2001:db8::1", false, ""},                // documentation
 		{"2001:db8:ffff::53", false, ""},          // documentation
 		{"::ffff:203.0.113.5", false, ""},         // mapped public
