@@ -71,7 +71,9 @@ func (c *cache) put(k cacheKey, m *dns.Msg, now, ttl time.Duration) {
 			break
 		}
 	}
-	c.m[k] = &cacheEntry{msg: m.Copy(), stored: now, expires: now + ttl}
+	// The cache takes m over: callers do not modify it afterwards, and get
+	// hands out copies.
+	c.m[k] = &cacheEntry{msg: m, stored: now, expires: now + ttl}
 }
 
 func keyOf(q dns.Question, do bool) cacheKey {

@@ -281,7 +281,9 @@ func finishOwned(req *dns.Msg, m *dns.Msg) *dns.Msg {
 	m.RecursionDesired = req.RecursionDesired
 	m.RecursionAvailable = true
 	m.Question = req.Question
-	m.Compress = true
+	// Compression costs a map per pack; ServeDNS turns it on only for a
+	// UDP answer that would not fit otherwise.
+	m.Compress = false
 	extra := m.Extra[:0]
 	for _, rr := range m.Extra {
 		if _, ok := rr.(*dns.OPT); !ok {

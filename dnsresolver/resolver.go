@@ -316,12 +316,17 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		client = a.AddrPort()
 	}
 	resp := r.Resolve(context.Background(), req, client)
-	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
+	if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp {
+		resp.Compress = true // no size limit to meet, but 64 KiB is the most
+	} else {
 		size := dns.MinMsgSize
 		if opt := req.IsEdns0(); opt != nil {
 			size = max(int(opt.UDPSize()), dns.MinMsgSize)
 		}
-		resp.Truncate(size)
+		if resp.Len() > size {
+			resp.Compress = true
+			resp.Truncate(size)
+		}
 	}
 	_ = w.WriteMsg(resp)
 }

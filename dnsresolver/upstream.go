@@ -158,9 +158,10 @@ func (u *upstream) exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
 		return nil, err
 	}
 
-	m := q.Copy()
-	m.Id = id
-	wire, err := m.Pack()
+	// q is this query's own message, used by one upstream at a time: no
+	// copy needed to give it this socket's ID.
+	q.Id = id
+	wire, err := q.Pack()
 	if err != nil {
 		s.release(id)
 		return nil, fmt.Errorf("pack query: %w", err)
