@@ -48,10 +48,10 @@ func (s *Session) startResolver(opts Options) error {
 	d := opts.DNS
 	ups := d.Upstreams
 	if len(ups) == 0 {
-		var err error
-		if ups, err = dnsresolver.SystemUpstreams("/etc/resolv.conf"); err != nil {
-			return err
-		}
+		// Without a nameserver the session still gets its resolver (so no
+		// query escapes): allowed names then fail with a SERVFAIL whose
+		// event says to pass --dns-upstream.
+		ups, _ = dnsresolver.SystemUpstreams("/etc/resolv.conf")
 	}
 	r, err := dnsresolver.New(dnsresolver.Config{
 		Policy:          opts.Policy,
