@@ -1,6 +1,9 @@
 package daemon
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Where clients find the daemon.
 const (
@@ -14,13 +17,16 @@ const (
 // CreateRequest asks for a session running Argv. The client's stdin,
 // stdout and stderr travel with the request as SCM_RIGHTS.
 type CreateRequest struct {
-	Allow     []string `json:"allow"`                // entries; empty: the whole machine allowlist
-	Audit     bool     `json:"audit,omitempty"`      // allow everything, report what would be denied
-	User      string   `json:"user,omitempty"`       // USER[:GROUP]; root clients only
-	PidsMax   int64    `json:"pids_max,omitempty"`   // cgroup pids.max
-	MemoryMax int64    `json:"memory_max,omitempty"` // cgroup memory.max, bytes
-	Argv      []string `json:"argv"`
-	Path      string   `json:"path,omitempty"` // argv[0] resolved by the client's PATH
+	Allow []string `json:"allow"` // entries; empty (and no allowlist): the whole machine allowlist
+	// Allowlist is a network_allowlist.json document whose entries join
+	// Allow, keeping what plain strings cannot say (allow_private).
+	Allowlist json.RawMessage `json:"allowlist,omitempty"`
+	Audit     bool            `json:"audit,omitempty"`      // allow everything, report what would be denied
+	User      string          `json:"user,omitempty"`       // USER[:GROUP]; root clients only
+	PidsMax   int64           `json:"pids_max,omitempty"`   // cgroup pids.max
+	MemoryMax int64           `json:"memory_max,omitempty"` // cgroup memory.max, bytes
+	Argv      []string        `json:"argv"`
+	Path      string          `json:"path,omitempty"` // argv[0] resolved by the client's PATH
 	// NoProxyEnv leaves the proxy variables out of the command's
 	// environment (the session's proxy still runs).
 	NoProxyEnv bool     `json:"no_proxy_env,omitempty"`

@@ -163,10 +163,17 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 	machine := s.machine.Load()
 	var requested *allowlist.Policy
-	if len(req.Allow) > 0 {
+	if len(req.Allow) > 0 || len(req.Allowlist) > 0 {
 		var err error
 		if requested, err = allowlist.FromStrings(req.Allow); err != nil {
 			return nil, fail(http.StatusBadRequest, "allow: %v", err)
+		}
+		if len(req.Allowlist) > 0 {
+			doc, err := allowlist.Parse(req.Allowlist)
+			if err != nil {
+				return nil, fail(http.StatusBadRequest, "allowlist: %v", err)
+			}
+			requested = requested.Merge(doc)
 		}
 		if _, err := requested.Narrow(machine); err != nil {
 			return nil, fail(http.StatusForbidden, "a session may only narrow the machine allowlist: %v", err)

@@ -27,8 +27,16 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
 	req := daemon.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ(), NoProxyEnv: o.noProxyEnv}
-	for _, e := range policy.Entries() {
-		req.Allow = append(req.Allow, e.String())
+	// --allow entries as strings; the file as it is, so allow_private and
+	// owners survive (the daemon parses it, and policy already did here).
+	_ = policy
+	req.Allow = append(req.Allow, o.allow...)
+	if o.allowlist != "" {
+		b, err := os.ReadFile(o.allowlist)
+		if err != nil {
+			return &exitError{code: exitSluiceError, err: err}
+		}
+		req.Allowlist = b
 	}
 	if req.Dir, err = os.Getwd(); err != nil {
 		return &exitError{code: exitSluiceError, err: err}

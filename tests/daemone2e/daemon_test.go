@@ -335,3 +335,22 @@ func TestConfinedCallerCannotWiden(t *testing.T) {
 		t.Fatalf("allowlist change from inside a session: exit %d %s", code, stderr)
 	}
 }
+
+func TestAllowlistFileThroughDaemon(t *testing.T) {
+	f := newFixture(t, "203.0.113.10", "203.0.113.20")
+	file := filepath.Join(f.dir, "session.json")
+	f.writeFile(t, file, []byte(`{"allowed_hosts": [{"host": "203.0.113.20", "owner": "test"}]}`))
+	// The file narrows the session to DeniedV4 only: AllowedV4 is refused.
+	r := f.probe(t, []string{"--allowlist", file}, "tcp", world.AllowedV4.String(), fmt.Sprint(f.port))
+	if r.OK || r.Errno != "EPERM" {
+		t.Fatalf("a session narrowed by its file reached another host: %s", r)
+	}
+	if r := f.probe(t, []string{"--allowlist", file}, "tcp", world.DeniedV4.String(), fmt.Sprint(f.denied)); !r.OK {
+		t.Fatalf("positive twin: the file's own entry: %s", r)
+	}
+	bad := filepath.Join(f.dir, "bad.json")
+	f.writeFile(t, bad, []byte(`{"allowed_hosts": [{"host": "rebind.example", "allow_private": true}]}`))
+	if _, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--allowlist", bad, "--", "true"); code == 0 || !strings.Contains(stderr, "rebind.example") {
+		t.Fatalf("a file widening the machine allowlist: exit %d %s", code, stderr)
+	}
+}
