@@ -62,7 +62,8 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 		r.event(Event{Kind: EventRefused, Name: printable(q.Name), QType: qtype, Client: client, Reason: reason})
 		return reply(req, dns.RcodeRefused), ""
 	}
-	if allowlist.IsLoopbackName(name) {
+	// name is normalised already: no second pass through IsLoopbackName.
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
 		return localhostReply(req), "local"
 	}
 	if q.Qtype == dns.TypePTR {
