@@ -213,6 +213,9 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 	cmd.Dir = req.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+	if err := enforcer.WrapSocketFamilies(cmd); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	s.sessions[ss.info.Name] = ss
 	s.mu.Unlock()

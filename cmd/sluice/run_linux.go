@@ -129,6 +129,9 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	c.Args[0] = argv[0]
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.Env = append(append(os.Environ(), s.ProxyEnv()...), "SLUICE_SESSION="+s.Name())
+	if err := enforcer.WrapSocketFamilies(c); err != nil {
+		return fail(err)
+	}
 
 	started := false
 	waitErr := supervise(c, func() error {

@@ -33,8 +33,9 @@ const (
 
 	msgFastopen = 0x20000000
 
-	errnoEPERM      = 1
-	errnoEOPNOTSUPP = 95
+	errnoEPERM        = 1
+	errnoEOPNOTSUPP   = 95
+	errnoEAFNOSUPPORT = 97
 )
 
 // Offsets into struct seccomp_data { int nr; __u32 arch; __u64

@@ -43,6 +43,7 @@ func TestConstants(t *testing.T) {
 		{"MSG_NOSIGNAL", msgNosignal, unix.MSG_NOSIGNAL},
 		{"EPERM", errnoEPERM, uint64(unix.EPERM)},
 		{"EOPNOTSUPP", errnoEOPNOTSUPP, uint64(unix.EOPNOTSUPP)},
+		{"EAFNOSUPPORT", errnoEAFNOSUPPORT, uint64(unix.EAFNOSUPPORT)},
 	}
 	for _, p := range pairs {
 		if p.ours != p.sys {

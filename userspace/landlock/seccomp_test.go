@@ -67,13 +67,20 @@ func verdict(v uint32) string {
 		return "EPERM"
 	case seccompRetErrno | errnoEOPNOTSUPP:
 		return "EOPNOTSUPP"
+	case seccompRetErrno | errnoEAFNOSUPPORT:
+		return "EAFNOSUPPORT"
 	}
 	return fmt.Sprintf("%#x", v)
 }
 
 func verdictOf(t *testing.T, goarch string, c call) string {
 	t.Helper()
-	prog, err := filterProgram(goarch)
+	return verdictOfProgram(t, filterProgram, goarch, c)
+}
+
+func verdictOfProgram(t *testing.T, build func(string) ([]bpf.Instruction, error), goarch string, c call) string {
+	t.Helper()
+	prog, err := build(goarch)
 	if err != nil {
 		t.Fatal(err)
 	}

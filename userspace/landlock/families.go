@@ -1,0 +1,45 @@
+package landlock
+
+import (
+	"fmt"
+
+	"golang.org/x/net/bpf"
+)
+
+// familiesProgram returns the seccomp program of BPF mode: socket(2) only
+// for AF_UNIX, AF_NETLINK, AF_INET and AF_INET6. The cgroup datapath
+// judges every inet socket, but it does not see other families at all:
+// AF_VSOCK reaches the hypervisor's host, AF_TIPC, AF_RDS and friends are
+// networks of their own. Everything else is allowed; io_uring stays usable
+// (its connects go through the datapath), which leaves IORING_OP_SOCKET of
+// an exotic family as a documented gap.
+func familiesProgram(goarch string) ([]bpf.Instruction, error) {
+	a, ok := arches[goarch]
+	if !ok {
+		return nil, fmt.Errorf("landlock: no seccomp filter for GOARCH %s (only amd64 and arm64)", goarch)
+	}
+	var p asm
+	p.load(offArch)
+	p.jeq(a.audit, "", "kill")
+	p.load(offNr)
+	if a.x32 {
+		p.jge(x32SyscallBit, "x32", "")
+	}
+	p.jeq(a.socket, "", "allow")
+	p.load(argLow(0))
+	p.jeq(afUnix, "allow", "")
+	p.jeq(afNetlink, "allow", "")
+	p.jeq(afInet, "allow", "")
+	p.jeq(afInet6, "allow", "eafnosupport")
+	if a.x32 {
+		p.label("x32")
+		p.jeq(0xffffffff, "allow", "kill")
+	}
+	p.label("allow")
+	p.emit(bpf.RetConstant{Val: seccompRetAllow})
+	p.label("eafnosupport")
+	p.emit(bpf.RetConstant{Val: seccompRetErrno | errnoEAFNOSUPPORT})
+	p.label("kill")
+	p.emit(bpf.RetConstant{Val: seccompRetKillProcess})
+	return p.resolve()
+}

@@ -1,0 +1,39 @@
+package landlock
+
+import "testing"
+
+// TestFamiliesFilter: BPF mode's filter refuses only socket families the
+// datapath cannot see; UDP, raw (for capable users) and io_uring stay to
+// the datapath.
+func TestFamiliesFilter(t *testing.T) {
+	for goarch, a := range arches {
+		sock := func(args ...uint64) call {
+			c := call{arch: a.audit, nr: a.socket}
+			copy(c.args[:], args)
+			return c
+		}
+		cases := []filterCase{
+			{"tcp4", sock(afInet, sockStream, 0), "allow"},
+			{"udp6", sock(afInet6, sockDgram, 0), "allow"},
+			{"icmp ping socket (the datapath refuses it)", sock(afInet, sockDgram, ipprotoICMP), "allow"},
+			{"unix", sock(afUnix, sockStream, 0), "allow"},
+			{"netlink", sock(afNetlink, sockRaw, 0), "allow"},
+			{"vsock", sock(afVsock, sockStream, 0), "EAFNOSUPPORT"},
+			{"packet", sock(afPacket, sockRaw, 0x0300), "EAFNOSUPPORT"},
+			{"vsock with high garbage", sock(0x1_0000_0000|afVsock, sockStream, 0), "EAFNOSUPPORT"},
+			{"io_uring_setup", call{arch: a.audit, nr: a.ioUringSetup}, "allow"},
+			{"sendto fastopen", call{arch: a.audit, nr: a.sendto, args: [6]uint64{3, 0, 10, msgFastopen}}, "allow"},
+			{"foreign arch", call{arch: auditArchI386, nr: 359, args: [6]uint64{afVsock}}, "kill"},
+		}
+		if a.x32 {
+			cases = append(cases, filterCase{"x32 socket", call{arch: a.audit, nr: x32SyscallBit | a.socket, args: [6]uint64{afVsock}}, "kill"})
+		}
+		for _, tc := range cases {
+			t.Run(goarch+"/"+tc.name, func(t *testing.T) {
+				if got := verdictOfProgram(t, familiesProgram, goarch, tc.c); got != tc.want {
+					t.Errorf("got %s, want %s", got, tc.want)
+				}
+			})
+		}
+	}
+}
