@@ -459,22 +459,10 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 	}
 	s.allowMu.Lock()
 	defer s.allowMu.Unlock()
-	var req AllowRequest
-	if err := decode(w, r, &req); err != nil {
+	req, add, err := decodeEntries(w, r)
+	if err != nil {
 		writeErr(w, err)
 		return
-	}
-	var add []allowlist.Entry
-	for i, raw := range req.Entries {
-		e, err := allowlist.ParseEntry(raw)
-		if err != nil {
-			writeErr(w, fail(http.StatusBadRequest, "entries[%d] %q: %v", i, raw, err))
-			return
-		}
-		if req.Owner != "" {
-			e.Owners = []string{req.Owner}
-		}
-		add = append(add, e)
 	}
 	if len(add) == 0 {
 		writeErr(w, fail(http.StatusBadRequest, "entries: nothing to allow"))
@@ -500,18 +488,13 @@ func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
 	}
 	s.allowMu.Lock()
 	defer s.allowMu.Unlock()
-	var req AllowRequest
-	if err := decode(w, r, &req); err != nil {
+	req, entries, err := decodeEntries(w, r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	drop := map[string]bool{}
-	for i, raw := range req.Entries {
-		e, err := allowlist.ParseEntry(raw)
-		if err != nil {
-			writeErr(w, fail(http.StatusBadRequest, "entries[%d] %q: %v", i, raw, err))
-			return
-		}
+	for _, e := range entries {
 		drop[e.String()] = true
 	}
 	var keep []allowlist.Entry
@@ -579,4 +562,25 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// decodeEntries reads an AllowRequest and parses its entries (with the
+// request's owner), naming the first bad one.
+func decodeEntries(w http.ResponseWriter, r *http.Request) (AllowRequest, []allowlist.Entry, error) {
+	var req AllowRequest
+	if err := decode(w, r, &req); err != nil {
+		return req, nil, err
+	}
+	var out []allowlist.Entry
+	for i, raw := range req.Entries {
+		e, err := allowlist.ParseEntry(raw)
+		if err != nil {
+			return req, nil, fail(http.StatusBadRequest, "entries[%d] %q: %v", i, raw, err)
+		}
+		if req.Owner != "" {
+			e.Owners = []string{req.Owner}
+		}
+		out = append(out, e)
+	}
+	return req, out, nil
 }
