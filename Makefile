@@ -34,11 +34,13 @@ unit:
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 
 # Bounded fuzzing of the parsers that take hostile input: the allowlist
-# file, and DNS answers (filtering and the whole resolve path).
+# file, DNS answers (filtering and the whole resolve path) and the UDP fast
+# path's query parser (held to miekg/dns).
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./allowlist/
 	$(GO) test -run='^$$' -fuzz='^FuzzFilterAnswer$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
 	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=10s ./dnsresolver/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
 
 # The whole suite: lint, unit and kernel end-to-end tests, bounded fuzzing.
 test: lint unit fuzz

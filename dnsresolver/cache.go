@@ -1,7 +1,6 @@
 package dnsresolver
 
 import (
-	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +17,7 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	msg     *dns.Msg // filtered, as first answered
+	ans     *packedAnswer // filtered, as first answered
 	stored  time.Duration
 	expires time.Duration
 }
@@ -36,16 +35,29 @@ type cache struct {
 
 func newCache(max int) *cache { return &cache{max: max, m: map[cacheKey]*cacheEntry{}} }
 
-// get returns a copy of the cached answer with TTLs reduced by its age.
-func (c *cache) get(k cacheKey, now time.Duration) *dns.Msg {
+// lookup returns the cached answer and its age in whole seconds.
+func (c *cache) lookup(k cacheKey, now time.Duration) (*packedAnswer, uint32) {
 	c.mu.RLock()
 	e := c.m[k]
 	c.mu.RUnlock()
 	if e == nil || e.expires <= now {
+		return nil, 0
+	}
+	return e.ans, uint32((now - e.stored) / time.Second)
+}
+
+// get returns a copy of the cached answer with TTLs reduced by its age.
+func (c *cache) get(k cacheKey, now time.Duration) *dns.Msg {
+	ans, age := c.lookup(k, now)
+	if ans == nil {
 		return nil
 	}
-	m := e.msg.Copy()
-	age := uint32((now - e.stored) / time.Second)
+	return aged(ans.msg, age)
+}
+
+// aged is a copy of m with TTLs reduced by age seconds.
+func aged(m *dns.Msg, age uint32) *dns.Msg {
+	m = m.Copy()
 	for _, sec := range [][]dns.RR{m.Answer, m.Ns} {
 		for _, rr := range sec {
 			h := rr.Header()
@@ -59,7 +71,7 @@ func (c *cache) get(k cacheKey, now time.Duration) *dns.Msg {
 	return m
 }
 
-func (c *cache) put(k cacheKey, m *dns.Msg, now, ttl time.Duration) {
+func (c *cache) put(k cacheKey, a *packedAnswer, now, ttl time.Duration) {
 	if ttl <= 0 || c.max <= 0 {
 		return
 	}
@@ -71,13 +83,14 @@ func (c *cache) put(k cacheKey, m *dns.Msg, now, ttl time.Duration) {
 			break
 		}
 	}
-	// The cache takes m over: callers do not modify it afterwards, and get
-	// hands out copies.
-	c.m[k] = &cacheEntry{msg: m, stored: now, expires: now + ttl}
+	// Answers are never modified once packed, and get hands out copies.
+	c.m[k] = &cacheEntry{ans: a, stored: now, expires: now + ttl}
 }
 
-func keyOf(q dns.Question, do bool) cacheKey {
-	return cacheKey{name: strings.ToLower(q.Name), qtype: q.Qtype, class: q.Qclass, do: do}
+// keyOf is the key of a question for name, normalised (lower case, no
+// trailing dot).
+func keyOf(name string, qtype, class uint16, do bool) cacheKey {
+	return cacheKey{name: name, qtype: qtype, class: class, do: do}
 }
 
 // sweep drops expired entries; the garbage collector calls it.

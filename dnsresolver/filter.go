@@ -33,7 +33,18 @@ type Dropped struct {
 // additional sections are emptied of everything but the OPT and SOA
 // records: glue would be unlearned addresses.
 func FilterAnswer(resp *dns.Msg, qname string, allowPrivate bool) (learn []Learned, dropped []Dropped) {
-	chain := map[string]bool{qname: true}
+	// The chain is at most maxChain+1 names: a slice scanned with
+	// EqualFold costs less than a map built for every answer.
+	var chainBuf [maxChain + 1]string
+	chain := append(chainBuf[:0], qname)
+	inChain := func(name string) bool {
+		for _, c := range chain {
+			if strings.EqualFold(c, name) {
+				return true
+			}
+		}
+		return false
+	}
 	cur := qname
 	for range maxChain {
 		next := ""
@@ -43,19 +54,19 @@ func FilterAnswer(resp *dns.Msg, qname string, allowPrivate bool) (learn []Learn
 				break
 			}
 		}
-		if next == "" || chain[next] {
+		if next == "" || inChain(next) {
 			break
 		}
-		chain[next] = true
+		chain = append(chain, next)
 		cur = next
 	}
 
 	kept := resp.Answer[:0]
 	for _, rr := range resp.Answer {
-		owner := strings.ToLower(rr.Header().Name)
-		if !chain[owner] {
+		if !inChain(rr.Header().Name) {
 			continue
 		}
+		owner := strings.ToLower(rr.Header().Name)
 		var addr netip.Addr
 		switch r := rr.(type) {
 		case *dns.A:

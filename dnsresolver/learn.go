@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -21,10 +22,34 @@ var ErrCapReached = errors.New("per-name cap on learned addresses reached")
 // learnedSet mirrors what this session taught the datapath, so that an
 // expiry only grows (one syscall per new or extended address, none on a
 // repeat), names can be counted against the cap and PTR queries answered.
+//
+// Expiries are also filed by the second they fall in (wheel), so that the
+// garbage collector visits only what expired: a pass over every name under
+// the lock stalled every answer for tens of milliseconds once a session had
+// asked a few hundred thousand names.
 type learnedSet struct {
 	mu      sync.Mutex
 	addrs   map[netip.Addr]*learnedAddr
 	perName map[string]map[netip.Addr]time.Duration
+	wheel   map[int64][]wheelItem
+	oldest  int64 // no wheel second below this holds items
+}
+
+// wheelItem is an expiry to check: the address's own (name "") or the
+// name's use of it. It may be stale (extended since, or forgotten): the
+// collector checks before it removes anything.
+type wheelItem struct {
+	name string
+	addr netip.Addr
+}
+
+// file adds it to the wheel at exp; s.mu is held.
+func (s *learnedSet) file(exp time.Duration, it wheelItem) {
+	sec := int64(exp / time.Second)
+	if len(s.wheel) == 0 || sec < s.oldest {
+		s.oldest = sec
+	}
+	s.wheel[sec] = append(s.wheel[sec], it)
 }
 
 type learnedAddr struct {
@@ -33,7 +58,7 @@ type learnedAddr struct {
 }
 
 func newLearnedSet() *learnedSet {
-	return &learnedSet{addrs: map[netip.Addr]*learnedAddr{}, perName: map[string]map[netip.Addr]time.Duration{}}
+	return &learnedSet{addrs: map[netip.Addr]*learnedAddr{}, perName: map[string]map[netip.Addr]time.Duration{}, wheel: map[int64][]wheelItem{}}
 }
 
 // learn records that name resolved to addrs, each valid until its expiry,
@@ -51,12 +76,12 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 			delete(cur, a)
 		}
 	}
-	seen := make(map[netip.Addr]bool, len(addrs))
-	for _, a := range addrs {
-		if exp, ok := cur[a]; (!ok || exp <= now) && !seen[a] {
+	for i, a := range addrs {
+		// An address repeated in one answer counts once (answers are
+		// short: a scan costs less than a map).
+		if exp, ok := cur[a]; (!ok || exp <= now) && !slices.Contains(addrs[:i], a) {
 			n++
 		}
-		seen[a] = true // an address repeated in one answer counts once
 	}
 	if limit > 0 && n > limit {
 		return fmt.Errorf("%w: %s would have %d (cap %d)", ErrCapReached, name, n, limit)
@@ -83,10 +108,12 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 				s.addrs[a] = e
 			}
 			e.expires = exp
+			s.file(exp, wheelItem{addr: a})
 		}
 		e.names[name] = true
 		if cur[a] < exp {
 			cur[a] = exp
+			s.file(exp, wheelItem{name: name, addr: a})
 		}
 	}
 	return nil
@@ -106,35 +133,61 @@ func (s *learnedSet) namesOf(a netip.Addr, now time.Duration) (names []string, t
 	return names, e.expires - now
 }
 
-// gc forgets expired addresses in l and in the mirror.
+// gc forgets expired addresses in l and in the mirror, and expired uses of
+// an address by a name. It visits the wheel's seconds up to now only.
 func (s *learnedSet) gc(l Learner, now time.Duration) (removed int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for a, e := range s.addrs {
-		if e.expires > now {
+	var retry []wheelItem
+	last := int64(now / time.Second)
+	for sec := s.oldest; sec <= last && len(s.wheel) > 0; sec++ {
+		items, ok := s.wheel[sec]
+		if !ok {
 			continue
 		}
-		if l != nil {
-			if err := l.Forget(a); err != nil {
-				errs = append(errs, err)
+		delete(s.wheel, sec)
+		for _, it := range items {
+			if it.name != "" {
+				s.expireUse(it, now)
 				continue
 			}
-		}
-		delete(s.addrs, a)
-		removed++
-	}
-	for name, m := range s.perName {
-		for a, exp := range m {
-			if exp <= now {
-				delete(m, a)
+			e := s.addrs[it.addr]
+			if e == nil || e.expires > now {
+				continue // forgotten already, or extended (filed again)
 			}
+			if l != nil {
+				if err := l.Forget(it.addr); err != nil {
+					errs = append(errs, err)
+					retry = append(retry, it)
+					continue
+				}
+			}
+			delete(s.addrs, it.addr)
+			removed++
 		}
-		if len(m) == 0 {
-			delete(s.perName, name)
-		}
+	}
+	s.oldest = last + 1
+	for _, it := range retry {
+		s.file(now+time.Second, it) // the next pass tries again
 	}
 	return removed, errors.Join(errs...)
+}
+
+// expireUse removes name's use of an address if it has expired; s.mu is
+// held.
+func (s *learnedSet) expireUse(it wheelItem, now time.Duration) {
+	m := s.perName[it.name]
+	if exp, ok := m[it.addr]; !ok || exp > now {
+		return
+	}
+	delete(m, it.addr)
+	if len(m) == 0 {
+		delete(s.perName, it.name)
+	}
+	if e := s.addrs[it.addr]; e != nil {
+		delete(e.names, it.name)
+	}
 }
 
 // size is the number of addresses in the mirror.

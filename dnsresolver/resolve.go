@@ -17,6 +17,13 @@ import (
 // Resolve computes the reply to req from client. It never returns nil.
 func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) *dns.Msg {
 	m, how := r.resolve(ctx, req, client)
+	r.count(how, m.Rcode)
+	return m
+}
+
+// count records an answered query: how it was answered ("cached",
+// "forwarded", "local", or "" to judge by rcode).
+func (r *Resolver) count(how string, rcode int) {
 	switch how {
 	case "cached":
 		r.stats.Cached.Add(1)
@@ -26,7 +33,7 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 		r.stats.Local.Add(1)
 	default:
 		how = "other"
-		switch m.Rcode {
+		switch rcode {
 		case dns.RcodeRefused:
 			r.stats.Refused.Add(1)
 			how = "refused"
@@ -38,7 +45,6 @@ func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	if r.cfg.OnQuery != nil {
 		r.cfg.OnQuery(how)
 	}
-	return m
 }
 
 func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) (*dns.Msg, string) {
@@ -49,10 +55,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 		return reply(req, dns.RcodeFormatError), ""
 	}
 	q := req.Question[0]
-	qtype := dns.TypeToString[q.Qtype]
-	if qtype == "" {
-		qtype = "TYPE" + strconv.Itoa(int(q.Qtype))
-	}
+	qtype := typeString(q.Qtype)
 	name, err := allowlist.NormalizeName(q.Name)
 	if err != nil || q.Qclass != dns.ClassINET {
 		reason := "not a valid host name"
@@ -86,7 +89,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	if opt := req.IsEdns0(); opt != nil {
 		do = opt.Do()
 	}
-	key := keyOf(dns.Question{Name: fqdn, Qtype: q.Qtype, Qclass: q.Qclass}, do)
+	key := keyOf(name, q.Qtype, q.Qclass, do)
 	now := r.cfg.Clock()
 	if m := r.cache.get(key, now); m != nil {
 		return finishOwned(req, m), "cached" // m is already a private copy
@@ -107,18 +110,41 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 		return reply(req, dns.RcodeServerFailure), ""
 	}
 
-	allowPrivate := entry.AllowPrivate
+	ans, ok := r.accept(answerContext{name: name, qtype: q.Qtype, key: key, allowPrivate: entry.AllowPrivate, client: client}, resp, now)
+	if !ok {
+		return reply(req, dns.RcodeServerFailure), ""
+	}
+	return finish(req, ans.msg), "forwarded"
+}
+
+// answerContext is what accept needs to know about the query an upstream
+// answered.
+type answerContext struct {
+	name         string // normalised
+	qtype        uint16
+	key          cacheKey
+	allowPrivate bool // the matching entry's
+	client       netip.AddrPort
+}
+
+// accept filters resp, an upstream's answer, clamps its TTLs, teaches the
+// datapath its addresses and caches it; the packed answer is what the
+// client may be told. ok is false when the answer must become a SERVFAIL
+// (the per-name cap or the map is full; the event is raised here).
+func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (ans *packedAnswer, ok bool) {
+	fqdn := dns.Fqdn(c.name)
+	allowPrivate := c.allowPrivate
 	if r.cfg.Audit {
 		// Report what would be dropped, then keep everything.
 		_, dropped := FilterAnswer(resp.Copy(), fqdn, allowPrivate)
 		for _, d := range dropped {
-			r.event(Event{Kind: EventRebinding, Audit: true, Name: d.Name, QType: qtype, Addr: d.Addr, Client: client, Reason: d.Why})
+			r.event(Event{Kind: EventRebinding, Audit: true, Name: d.Name, QType: typeString(c.qtype), Addr: d.Addr, Client: c.client, Reason: d.Why})
 		}
 		allowPrivate = true
 	}
 	learn, dropped := FilterAnswer(resp, fqdn, allowPrivate)
 	for _, d := range dropped {
-		r.event(Event{Kind: EventRebinding, Name: d.Name, QType: qtype, Addr: d.Addr, Client: client, Reason: d.Why})
+		r.event(Event{Kind: EventRebinding, Name: d.Name, QType: typeString(c.qtype), Addr: d.Addr, Client: c.client, Reason: d.Why})
 	}
 
 	// Clamp TTLs: a client must not cache an answer longer than the kernel
@@ -141,26 +167,41 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	}
 
 	if len(learn) > 0 {
-		addrs := make([]netip.Addr, len(learn))
-		expires := make([]time.Duration, len(learn))
-		for i, l := range learn {
+		var addrBuf [8]netip.Addr
+		var expBuf [8]time.Duration
+		addrs, expires := addrBuf[:0], expBuf[:0]
+		for _, l := range learn {
 			ttl := min(max(l.TTL, minTTL), maxTTL)
-			addrs[i] = l.Addr
-			expires[i] = now + time.Duration(ttl)*time.Second + r.cfg.Grace
+			addrs = append(addrs, l.Addr)
+			expires = append(expires, now+time.Duration(ttl)*time.Second+r.cfg.Grace)
 		}
-		if err := r.learned.learn(r.cfg.Learner, name, now, addrs, expires, r.cfg.MaxIPsPerName, r.cfg.Grace/2); err != nil {
+		if err := r.learned.learn(r.cfg.Learner, c.name, now, addrs, expires, r.cfg.MaxIPsPerName, r.cfg.Grace/2); err != nil {
 			kind := EventMapFull
 			if errors.Is(err, ErrCapReached) {
 				kind = EventCapReached
 			}
-			r.event(Event{Kind: kind, Name: name, QType: qtype, Client: client, Reason: err.Error()})
-			return reply(req, dns.RcodeServerFailure), ""
+			r.event(Event{Kind: kind, Name: c.name, QType: typeString(c.qtype), Client: c.client, Reason: err.Error()})
+			return nil, false
 		}
 	}
-	if resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError {
-		r.cache.put(key, resp, now, time.Duration(cacheTTL)*time.Second)
+	// An answer that does not pack (it unpacked, so this is unexpected)
+	// is still given to the client through the general path.
+	ans, err := packAnswer(resp)
+	if err != nil {
+		return &packedAnswer{msg: resp}, true
 	}
-	return finish(req, resp), "forwarded"
+	if resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError {
+		r.cache.put(c.key, ans, now, time.Duration(cacheTTL)*time.Second)
+	}
+	return ans, true
+}
+
+// typeString names a query type for events.
+func typeString(t uint16) string {
+	if s := dns.TypeToString[t]; s != "" {
+		return s
+	}
+	return "TYPE" + strconv.Itoa(int(t))
 }
 
 // forward asks each upstream in turn until one answers.

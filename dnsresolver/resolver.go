@@ -113,10 +113,12 @@ type Resolver struct {
 
 	mu      sync.Mutex
 	servers []*dns.Server
+	udp     []*udpListener
 	port4   uint16
 	port6   uint16
 	stopGC  chan struct{}
 	gcDone  chan struct{}
+	swDone  chan struct{}
 }
 
 // New checks cfg and returns a resolver that is not listening yet.
@@ -196,12 +198,13 @@ func (r *Resolver) ListenLoopbackOn(port4, port6 uint16) error {
 	if err != nil {
 		p6 = 0
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
+	stop, done, swDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	r.mu.Lock()
 	r.port4, r.port6 = p4, p6
-	r.stopGC, r.gcDone = stop, done
+	r.stopGC, r.gcDone, r.swDone = stop, done, swDone
 	r.mu.Unlock()
 	go r.gcLoop(stop, done)
+	go r.sweepLoop(stop, swDone)
 	return nil
 }
 
@@ -227,8 +230,13 @@ func (r *Resolver) listenPair(ip string, prefer uint16) (uint16, error) {
 			lastErr = err
 			continue
 		}
-		growReadBuffer(pc.(*net.UDPConn))
-		r.serve(&dns.Server{PacketConn: pc, Handler: r, UDPSize: dns.MaxMsgSize})
+		uc := pc.(*net.UDPConn)
+		growReadBuffer(uc)
+		ul := &udpListener{r: r, conn: uc, batch: newBatchConn(uc)}
+		r.mu.Lock()
+		r.udp = append(r.udp, ul)
+		r.mu.Unlock()
+		go ul.serveUDP()
 		r.serve(&dns.Server{Listener: l, Handler: r})
 		return port, nil
 	}
@@ -259,17 +267,21 @@ func (r *Resolver) LearnedCount() int { return r.learned.size() }
 // in the datapath until the session is removed.
 func (r *Resolver) Close() {
 	r.mu.Lock()
-	servers := r.servers
-	r.servers = nil
-	stop, done := r.stopGC, r.gcDone
+	servers, udp := r.servers, r.udp
+	r.servers, r.udp = nil, nil
+	stop, done, swDone := r.stopGC, r.gcDone, r.swDone
 	r.stopGC = nil
 	r.mu.Unlock()
 	for _, s := range servers {
 		_ = s.Shutdown()
 	}
+	for _, l := range udp {
+		l.conn.Close()
+	}
 	if stop != nil {
 		close(stop)
 		<-done
+		<-swDone
 	}
 	for _, u := range r.ups {
 		u.close()
@@ -306,7 +318,8 @@ func (r *Resolver) event(e Event) {
 	}
 }
 
-// ServeDNS answers one query.
+// ServeDNS answers one query (the TCP server's handler; UDP has its own
+// loop, udpserve.go).
 func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	var client netip.AddrPort
 	switch a := w.RemoteAddr().(type) {
@@ -319,14 +332,7 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp {
 		resp.Compress = true // no size limit to meet, but 64 KiB is the most
 	} else {
-		size := dns.MinMsgSize
-		if opt := req.IsEdns0(); opt != nil {
-			size = max(int(opt.UDPSize()), dns.MinMsgSize)
-		}
-		if resp.Len() > size {
-			resp.Compress = true
-			resp.Truncate(size)
-		}
+		fitUDP(req, resp)
 	}
 	_ = w.WriteMsg(resp)
 }

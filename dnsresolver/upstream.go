@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
 )
 
 const (
@@ -30,15 +31,24 @@ type upstream struct {
 	mu    sync.Mutex
 	socks [socketsPerUpstream]*upSock
 	next  int
+	// draining are retired sockets with queries still pending: the
+	// timeout sweep must still see them.
+	draining []*upSock
 }
 
+// waiter is a query waiting for its answer: a synchronous exchange waits
+// on ch; a fast-path query (async) is finished by the socket's reader, or
+// by the timeout sweep after its deadline.
 type waiter struct {
-	q  dns.Question
-	ch chan *dns.Msg
+	q        dns.Question
+	ch       chan *dns.Msg
+	async    *pendingQuery
+	deadline time.Time
 }
 
 type upSock struct {
 	conn    *net.UDPConn
+	batch   batchConn
 	mu      sync.Mutex
 	pending map[uint16]waiter
 	uses    int
@@ -66,6 +76,8 @@ func (u *upstream) sock(w waiter) (*upSock, uint16, error) {
 			s.retired = true
 			if len(s.pending) == 0 {
 				s.conn.Close()
+			} else {
+				u.draining = append(u.draining, s)
 			}
 			s.mu.Unlock()
 		} else {
@@ -84,7 +96,7 @@ func (u *upstream) sock(w waiter) (*upSock, uint16, error) {
 		return nil, 0, fmt.Errorf("upstream %s: %w", u.addr, err)
 	}
 	growReadBuffer(conn)
-	s = &upSock{conn: conn, pending: map[uint16]waiter{}, uses: 1}
+	s = &upSock{conn: conn, batch: newBatchConn(conn), pending: map[uint16]waiter{}, uses: 1}
 	id := s.register(w) // before read starts: no lock needed yet
 	u.socks[i] = s
 	go s.read()
@@ -115,34 +127,85 @@ func (s *upSock) release(id uint16) {
 	}
 }
 
-// read delivers replies to their waiters. A reply whose ID is not pending,
-// or whose question differs from the query's, is dropped: it is late, or
-// spoofed.
+// read delivers replies to their waiters, in batches. A reply whose ID is
+// not pending, or whose question differs from the query's, is dropped: it
+// is late, or spoofed. Fast-path queries are finished here and their
+// replies written in batches too.
 func (s *upSock) read() {
-	buf := make([]byte, dns.MaxMsgSize)
+	in := make([]ipv4.Message, udpBatch)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, dns.MaxMsgSize)}
+	}
+	out := map[*udpListener]*outBatch{}
 	for {
-		n, err := s.conn.Read(buf)
+		n, err := s.batch.ReadBatch(in, 0)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		m := new(dns.Msg)
-		if m.Unpack(buf[:n]) != nil || !m.Response {
+		for i := range in[:n] {
+			m := new(dns.Msg)
+			if m.Unpack(in[i].Buffers[0][:in[i].N]) != nil || !m.Response {
+				continue
+			}
+			s.mu.Lock()
+			w, ok := s.pending[m.Id]
+			ok = ok && len(m.Question) == 1 && sameQuestion(m.Question[0], w.q)
+			if ok {
+				delete(s.pending, m.Id)
+			}
+			if s.retired && len(s.pending) == 0 {
+				s.conn.Close()
+			}
+			s.mu.Unlock()
+			switch {
+			case !ok:
+			case w.async == nil:
+				w.ch <- m
+			case m.Truncated:
+				go w.async.retryTCP(m)
+			default:
+				r := w.async.l.r
+				r.answered(w.async, m, out)
+			}
+		}
+		for l, o := range out {
+			o.flush(l.batch)
+		}
+	}
+}
+
+// expired removes and returns the fast-path queries past their deadline.
+func (u *upstream) expired(now time.Time) []*pendingQuery {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var late []*pendingQuery
+	draining := u.draining[:0]
+	for _, s := range append(u.socks[:], u.draining...) {
+		if s == nil {
 			continue
 		}
 		s.mu.Lock()
-		w, ok := s.pending[m.Id]
-		if ok && len(m.Question) == 1 && sameQuestion(m.Question[0], w.q) {
-			delete(s.pending, m.Id)
-			w.ch <- m
+		for id, w := range s.pending {
+			if w.async != nil && now.After(w.deadline) {
+				delete(s.pending, id)
+				late = append(late, w.async)
+			}
 		}
-		if s.retired && len(s.pending) == 0 {
-			s.conn.Close()
+		if s.retired {
+			if len(s.pending) == 0 {
+				s.conn.Close()
+			} else {
+				draining = append(draining, s)
+			}
 		}
 		s.mu.Unlock()
 	}
+	clear(u.draining[len(draining):])
+	u.draining = draining
+	return late
 }
 
 func sameQuestion(a, b dns.Question) bool {
@@ -206,6 +269,10 @@ func (u *upstream) exchangeTCP(ctx context.Context, q *dns.Msg) (*dns.Msg, error
 func (u *upstream) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	for _, s := range u.draining {
+		s.conn.Close()
+	}
+	u.draining = nil
 	for i, s := range u.socks {
 		if s != nil {
 			s.conn.Close()

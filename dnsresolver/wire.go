@@ -1,0 +1,286 @@
+package dnsresolver
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/miekg/dns"
+)
+
+// The UDP fast path reads queries and writes cached answers as bytes: on a
+// two-CPU machine shared with the program it serves and the upstream,
+// unpacking every query into a dns.Msg and packing every reply again cost
+// more CPU than the upstream's whole answer. Only the common shape takes
+// this path (one question of plain host-name labels, at most an EDNS0 OPT
+// record); anything else goes through miekg/dns as before, so the bytes
+// here never have to be right about an unusual message.
+
+const (
+	headerLen = 12
+	// optLen is an OPT record with empty RDATA: root name, type, class
+	// (UDP size), TTL (extended rcode, version, flags), RDLENGTH.
+	optLen = 11
+	// maxQueryName is a name's wire length limit (RFC 1035 2.3.4).
+	maxQueryName = 255
+)
+
+// wireQuery is a query read straight from its datagram.
+type wireQuery struct {
+	id       uint16
+	rd, cd   bool
+	question []byte // name, type and class as asked (letter case kept); a slice of the datagram
+	name     string // lower case, without the trailing dot
+	qtype    uint16
+	qclass   uint16
+	edns     bool
+	do       bool
+	limit    int // largest reply the client takes over UDP
+}
+
+// parseQuery reads a query of the common shape: a standard query with one
+// question whose labels are letters, digits, '-' or '_', no answer or
+// authority records, and at most an EDNS0 (version 0) OPT record. ok is
+// false for anything else, which then takes the general path.
+func parseQuery(b []byte) (q wireQuery, ok bool) {
+	if len(b) < headerLen+1+4 {
+		return q, false
+	}
+	if b[2]&0xf8 != 0 { // QR set, or an opcode other than QUERY
+		return q, false
+	}
+	qd, an, ns, ar := binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:]), binary.BigEndian.Uint16(b[8:]), binary.BigEndian.Uint16(b[10:])
+	if qd != 1 || an != 0 || ns != 0 || ar > 1 {
+		return q, false
+	}
+	q.id = binary.BigEndian.Uint16(b)
+	q.rd = b[2]&0x01 != 0
+	q.cd = b[3]&0x10 != 0
+
+	var lower [maxQueryName]byte
+	n := 0 // bytes of lower used
+	off := headerLen
+	for {
+		if off >= len(b) {
+			return q, false
+		}
+		l := int(b[off])
+		off++
+		if l == 0 {
+			break
+		}
+		if l > 63 || off+l > len(b) || off-headerLen+l >= maxQueryName {
+			return q, false // also rejects compression pointers (0xc0)
+		}
+		if n > 0 {
+			lower[n] = '.'
+			n++
+		}
+		for _, c := range b[off : off+l] {
+			switch {
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
+			default:
+				return q, false
+			}
+			lower[n] = c
+			n++
+		}
+		off += l
+	}
+	if n == 0 || off+4 > len(b) {
+		return q, false // the root, or a cut question
+	}
+	q.qtype = binary.BigEndian.Uint16(b[off:])
+	q.qclass = binary.BigEndian.Uint16(b[off+2:])
+	off += 4
+	q.question = b[headerLen:off]
+	q.name = string(lower[:n])
+	q.limit = dns.MinMsgSize
+	if ar == 1 {
+		if off+optLen > len(b) || b[off] != 0 || binary.BigEndian.Uint16(b[off+1:]) != dns.TypeOPT || b[off+6] != 0 {
+			return q, false // not an OPT record, or an EDNS version sluice does not speak
+		}
+		q.edns = true
+		q.limit = max(int(binary.BigEndian.Uint16(b[off+3:])), dns.MinMsgSize)
+		q.do = b[off+7]&0x80 != 0
+		off += optLen + int(binary.BigEndian.Uint16(b[off+9:]))
+	}
+	if off != len(b) {
+		return q, false // trailing bytes, or options longer than the datagram
+	}
+	return q, true
+}
+
+// packedAnswer is a filtered answer kept both as a message (for the
+// general path) and packed (for the fast path).
+type packedAnswer struct {
+	msg  *dns.Msg // not modified once packed
+	wire []byte   // msg packed with ID 0, uncompressed, without OPT
+	qlen int      // length of the question in wire
+	ttls []uint16 // offsets of the TTL fields in wire
+}
+
+// packAnswer packs m (which it takes over) for the fast path. m's OPT
+// record is dropped: the reply carries sluice's own.
+func packAnswer(m *dns.Msg) (*packedAnswer, error) {
+	extra := m.Extra[:0]
+	for _, rr := range m.Extra {
+		if _, ok := rr.(*dns.OPT); !ok {
+			extra = append(extra, rr)
+		}
+	}
+	m.Extra = extra
+	m.Id = 0
+	m.Compress = false
+	wire, err := m.Pack()
+	if err != nil {
+		return nil, fmt.Errorf("pack answer: %w", err)
+	}
+	p := &packedAnswer{msg: m, wire: wire}
+	if err := p.index(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+var errBadPacked = errors.New("packed answer does not parse")
+
+// index finds the question's end and every record's TTL in p.wire.
+func (p *packedAnswer) index() error {
+	b := p.wire
+	if len(b) < headerLen || binary.BigEndian.Uint16(b[4:]) != 1 {
+		return errBadPacked
+	}
+	off, ok := skipName(b, headerLen)
+	if !ok || off+4 > len(b) {
+		return errBadPacked
+	}
+	off += 4
+	p.qlen = off - headerLen
+	records := int(binary.BigEndian.Uint16(b[6:])) + int(binary.BigEndian.Uint16(b[8:])) + int(binary.BigEndian.Uint16(b[10:]))
+	for range records {
+		if off, ok = skipName(b, off); !ok || off+10 > len(b) {
+			return errBadPacked
+		}
+		p.ttls = append(p.ttls, uint16(off+4))
+		off += 10 + int(binary.BigEndian.Uint16(b[off+8:]))
+	}
+	if off != len(b) || len(b) > 0xffff {
+		return errBadPacked
+	}
+	return nil
+}
+
+// skipName returns the offset after the name at off.
+func skipName(b []byte, off int) (int, bool) {
+	for off < len(b) {
+		l := int(b[off])
+		switch {
+		case l == 0:
+			return off + 1, true
+		case l&0xc0 == 0xc0:
+			return off + 2, off+2 <= len(b)
+		case l&0xc0 != 0:
+			return 0, false
+		}
+		off += 1 + l
+	}
+	return 0, false
+}
+
+// appendReply appends the reply to q built from p, whose TTLs are reduced
+// by age seconds. ok is false when the reply would not fit the client's
+// limit, or q's question is not p's: the general path (which truncates)
+// answers then.
+func appendReply(dst []byte, p *packedAnswer, q *wireQuery, age uint32) ([]byte, bool) {
+	size := len(p.wire)
+	if q.edns {
+		size += optLen
+	}
+	if size > q.limit || p.qlen != len(q.question) {
+		return dst, false
+	}
+	start := len(dst)
+	dst = append(dst, p.wire...)
+	b := dst[start:]
+	binary.BigEndian.PutUint16(b, q.id)
+	b[2] = 0x80 | p.wire[2]&0x04 // QR, AA as answered, opcode QUERY, not truncated
+	if q.rd {
+		b[2] |= 0x01
+	}
+	b[3] = p.wire[3] | 0x80 // RA
+	copy(b[headerLen:], q.question)
+	if age > 0 {
+		for _, o := range p.ttls {
+			ttl := binary.BigEndian.Uint32(b[o:])
+			binary.BigEndian.PutUint32(b[o:], ttl-min(ttl, age))
+		}
+	}
+	if q.edns {
+		binary.BigEndian.PutUint16(b[10:], binary.BigEndian.Uint16(b[10:])+1)
+		dst = appendOPT(dst, q.do)
+	}
+	return dst, true
+}
+
+// appendOPT appends sluice's OPT record.
+func appendOPT(dst []byte, do bool) []byte {
+	flags := byte(0)
+	if do {
+		flags = 0x80
+	}
+	return append(dst, 0, 0, byte(dns.TypeOPT), byte(upstreamUDPSize>>8), byte(upstreamUDPSize&0xff), 0, 0, flags, 0, 0, 0)
+}
+
+// appendEmptyReply appends a reply to q with rcode and no records.
+func appendEmptyReply(dst []byte, q *wireQuery, rcode int) []byte {
+	start := len(dst)
+	dst = binary.BigEndian.AppendUint16(dst, q.id)
+	flags := byte(0x80)
+	if q.rd {
+		flags |= 0x01
+	}
+	dst = append(dst, flags, 0x80|byte(rcode&0x0f), 0, 1, 0, 0, 0, 0, 0, 0)
+	if q.cd {
+		dst[start+3] |= 0x10
+	}
+	dst = append(dst, q.question...)
+	if q.edns {
+		dst[start+11] = 1
+		dst = appendOPT(dst, q.do)
+	}
+	return dst
+}
+
+// appendUpstreamQuery appends the query sluice sends upstream for q: the
+// normalised name, q's RD and CD bits, EDNS0 with sluice's buffer size
+// and q's DO bit. The ID is set when an upstream socket is chosen.
+func appendUpstreamQuery(dst []byte, q *wireQuery) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1)
+	if q.rd {
+		dst[start+2] = 0x01
+	}
+	if q.cd {
+		dst[start+3] = 0x10
+	}
+	name := q.name
+	for len(name) > 0 {
+		i := 0
+		for i < len(name) && name[i] != '.' {
+			i++
+		}
+		dst = append(dst, byte(i))
+		dst = append(dst, name[:i]...)
+		if i < len(name) {
+			i++
+		}
+		name = name[i:]
+	}
+	dst = append(dst, 0)
+	dst = binary.BigEndian.AppendUint16(dst, q.qtype)
+	dst = binary.BigEndian.AppendUint16(dst, q.qclass)
+	return appendOPT(dst, q.do)
+}

@@ -1,0 +1,258 @@
+package dnsresolver
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func packed(t testing.TB, m *dns.Msg) []byte {
+	t.Helper()
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatalf("pack: %v", err)
+	}
+	return b
+}
+
+func TestParseQuery(t *testing.T) {
+	m := new(dns.Msg)
+	m.SetQuestion("Api.Example.COM.", dns.TypeAAAA)
+	m.Id = 0xbeef
+	m.CheckingDisabled = true
+	q, ok := parseQuery(packed(t, m))
+	if !ok {
+		t.Fatal("a plain query did not parse")
+	}
+	if q.id != 0xbeef || !q.rd || !q.cd || q.name != "api.example.com" || q.qtype != dns.TypeAAAA || q.qclass != dns.ClassINET || q.edns || q.limit != 512 {
+		t.Errorf("parsed %+v", q)
+	}
+	if name, _, err := dns.UnpackDomainName(q.question, 0); err != nil || name != "Api.Example.COM." {
+		t.Errorf("question bytes hold %q (%v), want the client's spelling", name, err)
+	}
+
+	m.SetEdns0(4096, true)
+	q, ok = parseQuery(packed(t, m))
+	if !ok || !q.edns || !q.do || q.limit != 4096 {
+		t.Errorf("EDNS0 query: ok %v, %+v", ok, q)
+	}
+	m.IsEdns0().SetUDPSize(100)
+	if q, ok = parseQuery(packed(t, m)); !ok || q.limit != 512 {
+		t.Errorf("a buffer size under 512 must mean 512: %+v", q)
+	}
+}
+
+func TestParseQueryLeavesUnusualShapes(t *testing.T) {
+	base := func() *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion("a.example.com.", dns.TypeA)
+		return m
+	}
+	cases := map[string][]byte{}
+	m := base()
+	m.Response = true
+	cases["a response"] = packed(t, m)
+	m = base()
+	m.Opcode = dns.OpcodeNotify
+	cases["another opcode"] = packed(t, m)
+	m = base()
+	m.Question = append(m.Question, m.Question[0])
+	cases["two questions"] = packed(t, m)
+	m = base()
+	m.Question[0].Name = "a\\000b.example.com."
+	cases["a NUL in a label"] = packed(t, m)
+	m = base()
+	m.Question[0].Name = "."
+	cases["the root"] = packed(t, m)
+	m = base()
+	m.SetEdns0(1232, false)
+	m.IsEdns0().SetVersion(1)
+	cases["EDNS version 1"] = packed(t, m)
+	m = base()
+	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "a.example.com.", Rrtype: dns.TypeA, Class: dns.ClassINET}, A: net.IPv4(1, 2, 3, 4)}}
+	cases["an answer record"] = packed(t, m)
+	b := packed(t, base())
+	cases["trailing bytes"] = append(append([]byte(nil), b...), 0)
+	cases["cut short"] = b[:len(b)-2]
+	// A compression pointer in the question name.
+	ptr := append([]byte(nil), b[:12]...)
+	ptr = append(ptr, 0xc0, 12, 0, 1, 0, 1)
+	cases["a compression pointer"] = ptr
+	for what, b := range cases {
+		if q, ok := parseQuery(b); ok {
+			t.Errorf("%s: parsed as %+v; want the general path", what, q)
+		}
+	}
+}
+
+func TestAppendReplyMatchesTheGeneralPath(t *testing.T) {
+	ans := new(dns.Msg)
+	ans.SetQuestion("a.example.com.", dns.TypeA)
+	ans.Response, ans.Authoritative, ans.Rcode = true, true, dns.RcodeSuccess
+	ans.Answer = []dns.RR{
+		&dns.CNAME{Hdr: dns.RR_Header{Name: "a.example.com.", Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 300}, Target: "b.example.com."},
+		&dns.A{Hdr: dns.RR_Header{Name: "b.example.com.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(203, 0, 113, 7)},
+	}
+	ans.SetEdns0(1232, false)
+	p, err := packAnswer(ans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := new(dns.Msg)
+	req.SetQuestion("A.Example.Com.", dns.TypeA)
+	req.Id = 4242
+	req.SetEdns0(1400, true)
+	q, ok := parseQuery(packed(t, req))
+	if !ok {
+		t.Fatal("query did not parse")
+	}
+	b, ok := appendReply([]byte("prefix"), p, &q, 10)
+	if !ok {
+		t.Fatal("appendReply refused a small answer")
+	}
+	if string(b[:6]) != "prefix" {
+		t.Fatal("appendReply overwrote what it appends to")
+	}
+	got := new(dns.Msg)
+	if err := got.Unpack(b[6:]); err != nil {
+		t.Fatalf("reply does not unpack: %v", err)
+	}
+	if got.Id != 4242 || !got.Response || !got.RecursionDesired || !got.RecursionAvailable || !got.Authoritative || got.Truncated {
+		t.Errorf("header %+v", got.MsgHdr)
+	}
+	if got.Question[0].Name != "A.Example.Com." {
+		t.Errorf("question %q, want the client's spelling", got.Question[0].Name)
+	}
+	if len(got.Answer) != 2 || got.Answer[0].Header().Ttl != 290 || got.Answer[1].Header().Ttl != 50 {
+		t.Errorf("answer %v, want TTLs reduced by 10 s", got.Answer)
+	}
+	opt := got.IsEdns0()
+	if opt == nil || !opt.Do() || opt.UDPSize() != upstreamUDPSize || len(got.Extra) != 1 {
+		t.Errorf("extra %v, want sluice's one OPT with DO", got.Extra)
+	}
+	// Age past a TTL gives 0, never a wrapped-around TTL.
+	b, _ = appendReply(nil, p, &q, 1000)
+	if err := got.Unpack(b); err != nil || got.Answer[1].Header().Ttl != 0 {
+		t.Errorf("aged past the TTL: %v (%v)", got.Answer, err)
+	}
+	// A reply larger than the client takes goes to the general path,
+	// which truncates.
+	big := new(dns.Msg)
+	big.SetQuestion("a.example.com.", dns.TypeA)
+	big.Response = true
+	for i := range 40 {
+		big.Answer = append(big.Answer, &dns.A{Hdr: dns.RR_Header{Name: "a.example.com.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(203, 0, 113, byte(i))})
+	}
+	p, err = packAnswer(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Extra = nil
+	q, _ = parseQuery(packed(t, req))
+	if _, ok := appendReply(nil, p, &q, 0); ok {
+		t.Error("a reply over 512 bytes was built for a client without EDNS0")
+	}
+}
+
+func TestEmptyReplyAndUpstreamQuery(t *testing.T) {
+	req := new(dns.Msg)
+	req.SetQuestion("X.example.com.", dns.TypeMX)
+	req.Id = 7
+	req.CheckingDisabled = true
+	req.SetEdns0(4096, true)
+	q, ok := parseQuery(packed(t, req))
+	if !ok {
+		t.Fatal("query did not parse")
+	}
+	got := new(dns.Msg)
+	if err := got.Unpack(appendEmptyReply(nil, &q, dns.RcodeServerFailure)); err != nil {
+		t.Fatal(err)
+	}
+	if got.Id != 7 || got.Rcode != dns.RcodeServerFailure || !got.Response || !got.CheckingDisabled || got.Question[0].Name != "X.example.com." || got.IsEdns0() == nil {
+		t.Errorf("SERVFAIL reply %v", got)
+	}
+	up := new(dns.Msg)
+	if err := up.Unpack(appendUpstreamQuery([]byte("xx"), &q)[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if up.Response || !up.RecursionDesired || !up.CheckingDisabled || up.Question[0].Name != "x.example.com." || up.Question[0].Qtype != dns.TypeMX {
+		t.Errorf("upstream query %v", up)
+	}
+	if opt := up.IsEdns0(); opt == nil || !opt.Do() || opt.UDPSize() != upstreamUDPSize {
+		t.Errorf("upstream query's OPT %v", up.Extra)
+	}
+}
+
+// FuzzParseQuery holds the fast parser to miekg/dns: whatever it accepts,
+// miekg/dns reads the same way.
+func FuzzParseQuery(f *testing.F) {
+	for _, name := range []string{"a.example.com.", "A-b_c.Example.", "x."} {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		f.Add(packed(f, m))
+		m.SetEdns0(1232, true)
+		f.Add(packed(f, m))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, ok := parseQuery(b)
+		if !ok {
+			return
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(b); err != nil {
+			t.Fatalf("parsed %+v, but miekg/dns says %v", q, err)
+		}
+		mq := m.Question[0]
+		if strings.ToLower(strings.TrimSuffix(mq.Name, ".")) != q.name || mq.Qtype != q.qtype || mq.Qclass != q.qclass || m.Id != q.id || m.RecursionDesired != q.rd {
+			t.Fatalf("parsed %+v, miekg/dns %v", q, m)
+		}
+		if opt := m.IsEdns0(); (opt != nil) != q.edns || (opt != nil && opt.Do() != q.do) {
+			t.Fatalf("EDNS0: parsed %+v, miekg/dns %v", q, opt)
+		}
+	})
+}
+
+func TestLearnedGCVisitsWhatExpired(t *testing.T) {
+	s := newLearnedSet()
+	l := &fakeLearner{}
+	a := netip.MustParseAddr("203.0.113.1")
+	// Many names share one address, as names behind a CDN do.
+	for i := range 1000 {
+		name := "n" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + ".example.com"
+		exp := time.Duration(10+i%20) * time.Second
+		if err := s.learn(l, name+string(rune('0'+i%10)), 0, []netip.Addr{a}, []time.Duration{exp}, 64, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.gc(l, 5*time.Second); err != nil || s.size() != 1 {
+		t.Fatalf("gc before any expiry: size %d, %v", s.size(), err)
+	}
+	removed, err := s.gc(l, 40*time.Second)
+	if err != nil || removed != 1 || s.size() != 0 || len(s.perName) != 0 || len(s.wheel) != 0 {
+		t.Errorf("gc after every expiry: removed %d, size %d, names %d, wheel %d, %v", removed, s.size(), len(s.perName), len(s.wheel), err)
+	}
+	if got := l.forgotten(); len(got) != 1 || got[0] != a {
+		t.Errorf("forgotten %v, want %v", got, a)
+	}
+}
+
+func TestLearnedGCKeepsWhatWasExtended(t *testing.T) {
+	s := newLearnedSet()
+	a := netip.MustParseAddr("203.0.113.2")
+	_ = s.learn(nil, "a.example.com", 0, []netip.Addr{a}, []time.Duration{10 * time.Second}, 64, 0)
+	_ = s.learn(nil, "b.example.com", 5*time.Second, []netip.Addr{a}, []time.Duration{30 * time.Second}, 64, 0)
+	if _, err := s.gc(nil, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := s.namesOf(a, 20*time.Second)
+	if len(names) != 1 || names[0] != "b.example.com" {
+		t.Errorf("names of %v at 20 s: %v, want only the name whose use is live", a, names)
+	}
+	if _, err := s.gc(nil, 31*time.Second); err != nil || s.size() != 0 {
+		t.Errorf("after the extension expired: size %d, %v", s.size(), err)
+	}
+}
