@@ -30,9 +30,25 @@ var ErrCapReached = errors.New("per-name cap on learned addresses reached")
 type learnedSet struct {
 	mu      sync.Mutex
 	addrs   map[netip.Addr]*learnedAddr
-	perName map[string]map[netip.Addr]time.Duration
+	perName map[string][]nameUse // short: a slice costs less than a map per name
 	wheel   map[int64][]wheelItem
 	oldest  int64 // no wheel second below this holds items
+}
+
+// nameUse is a name's use of an address, until its expiry.
+type nameUse struct {
+	addr    netip.Addr
+	expires time.Duration
+}
+
+// find returns the index of a in uses, or -1.
+func find(uses []nameUse, a netip.Addr) int {
+	for i, u := range uses {
+		if u.addr == a {
+			return i
+		}
+	}
+	return -1
 }
 
 // wheelItem is an expiry to check: the address's own (name "") or the
@@ -58,7 +74,7 @@ type learnedAddr struct {
 }
 
 func newLearnedSet() *learnedSet {
-	return &learnedSet{addrs: map[netip.Addr]*learnedAddr{}, perName: map[string]map[netip.Addr]time.Duration{}, wheel: map[int64][]wheelItem{}}
+	return &learnedSet{addrs: map[netip.Addr]*learnedAddr{}, perName: map[string][]nameUse{}, wheel: map[int64][]wheelItem{}}
 }
 
 // learn records that name resolved to addrs, each valid until its expiry,
@@ -67,28 +83,24 @@ func newLearnedSet() *learnedSet {
 func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []netip.Addr, expires []time.Duration, limit int, slack time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.perName[name]
-	n := 0
-	for a, exp := range cur {
-		if exp > now {
-			n++
-		} else {
-			delete(cur, a)
-		}
-	}
+	cur := slices.DeleteFunc(s.perName[name], func(u nameUse) bool { return u.expires <= now })
+	n := len(cur)
 	for i, a := range addrs {
 		// An address repeated in one answer counts once (answers are
 		// short: a scan costs less than a map).
-		if exp, ok := cur[a]; (!ok || exp <= now) && !slices.Contains(addrs[:i], a) {
+		if find(cur, a) < 0 && !slices.Contains(addrs[:i], a) {
 			n++
 		}
 	}
+	defer func() {
+		if len(cur) == 0 {
+			delete(s.perName, name)
+		} else {
+			s.perName[name] = cur
+		}
+	}()
 	if limit > 0 && n > limit {
 		return fmt.Errorf("%w: %s would have %d (cap %d)", ErrCapReached, name, n, limit)
-	}
-	if cur == nil {
-		cur = map[netip.Addr]time.Duration{}
-		s.perName[name] = cur
 	}
 	for i, a := range addrs {
 		exp := expires[i]
@@ -111,10 +123,15 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 			s.file(exp, wheelItem{addr: a})
 		}
 		e.names[name] = true
-		if cur[a] < exp {
-			cur[a] = exp
-			s.file(exp, wheelItem{name: name, addr: a})
+		switch j := find(cur, a); {
+		case j < 0:
+			cur = append(cur, nameUse{addr: a, expires: exp})
+		case cur[j].expires < exp:
+			cur[j].expires = exp
+		default:
+			continue
 		}
+		s.file(exp, wheelItem{name: name, addr: a})
 	}
 	return nil
 }
@@ -177,13 +194,16 @@ func (s *learnedSet) gc(l Learner, now time.Duration) (removed int, err error) {
 // expireUse removes name's use of an address if it has expired; s.mu is
 // held.
 func (s *learnedSet) expireUse(it wheelItem, now time.Duration) {
-	m := s.perName[it.name]
-	if exp, ok := m[it.addr]; !ok || exp > now {
+	uses := s.perName[it.name]
+	j := find(uses, it.addr)
+	if j < 0 || uses[j].expires > now {
 		return
 	}
-	delete(m, it.addr)
-	if len(m) == 0 {
+	uses = slices.Delete(uses, j, j+1)
+	if len(uses) == 0 {
 		delete(s.perName, it.name)
+	} else {
+		s.perName[it.name] = uses
 	}
 	if e := s.addrs[it.addr]; e != nil {
 		delete(e.names, it.name)

@@ -26,3 +26,6 @@ func growReadBuffer(c *net.UDPConn) {
 		_ = c.SetReadBuffer(socketBuffer)
 	}
 }
+
+// msgTrunc is the flag recvmmsg sets on a datagram longer than its buffer.
+const msgTrunc = unix.MSG_TRUNC

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -27,11 +28,26 @@ import (
 
 const (
 	// udpBatch datagrams are read or written per system call at most.
-	udpBatch = 32
+	udpBatch = 16
 	// maxUDPQuery is the largest query read; a longer one is cut and
-	// answered FORMERR by the general path.
-	maxUDPQuery = 4096
+	// answered FORMERR by the general path. Real queries are a few
+	// hundred bytes, and every session's listeners hold their buffers.
+	maxUDPQuery = 1024
+	// maxUDPAnswer is the largest upstream answer read over UDP: sluice
+	// asks for at most upstreamUDPSize, and a longer answer is retried over
+	// TCP as if it were truncated.
+	maxUDPAnswer = 2048
 )
+
+// answerBufs are upstream readers' batch buffers: a socket is replaced
+// every maxUsesPerSocket queries, and its successor takes its buffers.
+var answerBufs = sync.Pool{New: func() any {
+	ms := make([]ipv4.Message, udpBatch)
+	for i := range ms {
+		ms[i].Buffers = [][]byte{make([]byte, maxUDPAnswer)}
+	}
+	return &ms
+}}
 
 // batchConn is a UDP socket read and written in batches (ipv4 or ipv6
 // PacketConn: their Message types are the same).
@@ -67,36 +83,35 @@ type pendingQuery struct {
 	errs   []error   // of the upstreams that failed
 }
 
-// outBatch collects datagrams to write to one socket.
+// outBatch collects datagrams to write to one socket. Its messages and
+// their buffers are reused from one batch to the next.
 type outBatch struct {
 	msgs []ipv4.Message
-	bufs [][]byte
+	n    int
 }
 
-// add returns a buffer to append the next datagram to.
+// buf returns a buffer to append the next datagram to.
 func (o *outBatch) buf() []byte {
-	i := len(o.msgs)
-	if i < len(o.bufs) {
-		return o.bufs[i][:0]
+	if o.n < len(o.msgs) {
+		return o.msgs[o.n].Buffers[0][:0]
 	}
 	return make([]byte, 0, dns.MinMsgSize)
 }
 
 // push queues b (from buf) for addr (nil on a connected socket).
 func (o *outBatch) push(b []byte, addr net.Addr) {
-	i := len(o.msgs)
-	if i < len(o.bufs) {
-		o.bufs[i] = b
-	} else {
-		o.bufs = append(o.bufs, b)
+	if o.n == len(o.msgs) {
+		o.msgs = append(o.msgs, ipv4.Message{Buffers: make([][]byte, 1)})
 	}
-	o.msgs = append(o.msgs, ipv4.Message{Buffers: [][]byte{b}, Addr: addr})
+	o.msgs[o.n].Buffers[0] = b
+	o.msgs[o.n].Addr = addr
+	o.n++
 }
 
 // flush writes the queued datagrams. A datagram the kernel refuses (the
 // client's socket is gone) is skipped: UDP replies are best effort.
 func (o *outBatch) flush(c batchConn) {
-	ms := o.msgs
+	ms := o.msgs[:o.n]
 	for len(ms) > 0 {
 		n, err := c.WriteBatch(ms, 0)
 		if err != nil {
@@ -107,8 +122,10 @@ func (o *outBatch) flush(c batchConn) {
 		}
 		ms = ms[n:]
 	}
-	clear(o.msgs)
-	o.msgs = o.msgs[:0]
+	for i := range o.msgs[:o.n] {
+		o.msgs[i].Addr = nil // do not keep clients' addresses alive
+	}
+	o.n = 0
 }
 
 // serveUDP reads and answers queries until the socket is closed.
@@ -141,13 +158,11 @@ func (l *udpListener) serveUDP() {
 				l.general(b, client)
 				continue
 			}
-			out, pq := l.fast(&q, b, client, now, replies.buf())
+			answered, pq := l.fast(&q, client, now, &replies)
 			switch {
 			case pq != nil:
 				fwd = append(fwd, pq)
-			case out != nil:
-				replies.push(out, client)
-			default:
+			case !answered:
 				l.general(b, client)
 			}
 		}
@@ -160,30 +175,31 @@ func (l *udpListener) serveUDP() {
 	}
 }
 
-// fast answers q from the cache (the reply, appended to dst), or returns
-// the query to forward. Both nil: the general path must answer.
-func (l *udpListener) fast(q *wireQuery, b []byte, client *net.UDPAddr, now time.Duration, dst []byte) ([]byte, *pendingQuery) {
+// fast answers q from the cache (the reply queued on replies), or returns
+// the query to forward. Neither: the general path must answer.
+func (l *udpListener) fast(q *wireQuery, client *net.UDPAddr, now time.Duration, replies *outBatch) (answered bool, fwd *pendingQuery) {
 	r := l.r
 	if q.qclass != dns.ClassINET || q.qtype == dns.TypePTR || q.name == "localhost" || hasSuffix(q.name, ".localhost") {
-		return nil, nil
+		return false, nil
 	}
 	if _, err := allowlist.NormalizeName(q.name); err != nil {
-		return nil, nil
+		return false, nil
 	}
 	entry, ok := r.policy.Load().MatchName(q.name)
 	if !ok {
-		return nil, nil // refused (with its event) or audited by the general path
+		return false, nil // refused (with its event) or audited by the general path
 	}
 	key := keyOf(q.name, q.qtype, q.qclass, q.do)
 	if ans, age := r.cache.lookup(key, now); ans != nil {
-		if out, ok := appendReply(dst, ans, q, age); ok {
+		out, ok := appendReply(replies.buf(), ans, q, age)
+		if ok {
+			replies.push(out, client)
 			r.count("cached", dns.RcodeSuccess)
-			return out, nil
 		}
-		return nil, nil
+		return ok, nil
 	}
 	if len(r.ups) == 0 {
-		return nil, nil
+		return false, nil
 	}
 	pq := &pendingQuery{l: l, client: client, entry: entry, key: key}
 	pq.buf = append(make([]byte, 0, len(q.question)+headerLen+len(q.name)+2+4+optLen), q.question...)
@@ -192,7 +208,7 @@ func (l *udpListener) fast(q *wireQuery, b []byte, client *net.UDPAddr, now time
 	// The upstream query follows the client's question in the same
 	// buffer: one allocation per forwarded query.
 	pq.buf = appendUpstreamQuery(pq.buf, q)
-	return nil, pq
+	return false, pq
 }
 
 func hasSuffix(s, suffix string) bool {
@@ -276,7 +292,9 @@ func (r *Resolver) sendUpstream(pqs []*pendingQuery, first bool) {
 		g.out.push(w, nil)
 	}
 	for _, g := range groups {
-		g.out.flush(g.s.batch)
+		if g.out.n > 0 {
+			g.out.flush(g.s.batch)
+		}
 	}
 }
 

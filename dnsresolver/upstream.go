@@ -2,6 +2,7 @@ package dnsresolver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -132,10 +133,9 @@ func (s *upSock) release(id uint16) {
 // is late, or spoofed. Fast-path queries are finished here and their
 // replies written in batches too.
 func (s *upSock) read() {
-	in := make([]ipv4.Message, udpBatch)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, dns.MaxMsgSize)}
-	}
+	bufs := answerBufs.Get().(*[]ipv4.Message)
+	defer answerBufs.Put(bufs)
+	in := *bufs
 	out := map[*udpListener]*outBatch{}
 	for {
 		n, err := s.batch.ReadBatch(in, 0)
@@ -146,8 +146,18 @@ func (s *upSock) read() {
 			continue
 		}
 		for i := range in[:n] {
+			b := in[i].Buffers[0][:in[i].N]
 			m := new(dns.Msg)
-			if m.Unpack(in[i].Buffers[0][:in[i].N]) != nil || !m.Response {
+			if in[i].N == maxUDPAnswer || in[i].Flags&msgTrunc != 0 {
+				// Longer than sluice asked for: the header and question
+				// say whose it is, and TCP brings the whole answer.
+				if !unpackTruncated(m, b) {
+					continue
+				}
+			} else if m.Unpack(b) != nil {
+				continue
+			}
+			if !m.Response {
 				continue
 			}
 			s.mu.Lock()
@@ -206,6 +216,23 @@ func (u *upstream) expired(now time.Time) []*pendingQuery {
 	clear(u.draining[len(draining):])
 	u.draining = draining
 	return late
+}
+
+// unpackTruncated reads the header and question of an answer cut short,
+// and marks it truncated.
+func unpackTruncated(m *dns.Msg, b []byte) bool {
+	if len(b) < headerLen || binary.BigEndian.Uint16(b[4:]) != 1 {
+		return false
+	}
+	name, off, err := dns.UnpackDomainName(b, headerLen)
+	if err != nil || off+4 > len(b) {
+		return false
+	}
+	m.Id = binary.BigEndian.Uint16(b)
+	m.Response = b[2]&0x80 != 0
+	m.Truncated = true
+	m.Question = []dns.Question{{Name: name, Qtype: binary.BigEndian.Uint16(b[off:]), Qclass: binary.BigEndian.Uint16(b[off+2:])}}
+	return true
 }
 
 func sameQuestion(a, b dns.Question) bool {

@@ -256,3 +256,52 @@ func TestLearnedGCKeepsWhatWasExtended(t *testing.T) {
 		t.Errorf("after the extension expired: size %d, %v", s.size(), err)
 	}
 }
+
+// oversizedHook answers huge.example.net with n A records over both UDP
+// and TCP, never setting TC: an upstream ignoring the EDNS0 size sluice
+// asked for.
+func oversizedHook(n int) func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
+	return func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
+		if len(req.Question) != 1 || req.Question[0].Name != "huge.example.net." {
+			return false
+		}
+		m := new(dns.Msg)
+		m.SetReply(req)
+		for i := range n {
+			m.Answer = append(m.Answer, &dns.A{
+				Hdr: dns.RR_Header{Name: "huge.example.net.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300},
+				A:   net.IPv4(203, 0, 113, byte(i+1)),
+			})
+		}
+		_ = w.WriteMsg(m)
+		return true
+	}
+}
+
+// The fast path's UDP client asks first: a truncated upstream answer is
+// fetched again over TCP by the fast path itself, and an answer longer
+// than sluice reads over UDP is treated as truncated.
+func TestFastPathTruncatedAndOversizedAnswers(t *testing.T) {
+	hooks := func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
+		return bigAnswerHook(100)(w, req, tcp) || oversizedHook(200)(w, req, tcp)
+	}
+	e := newEnv(t, nil, hooks, func(c *Config) { c.MaxIPsPerName = 250 })
+	for name, n := range map[string]int{"big.example.net.": 100, "huge.example.net.": 200} {
+		m := query(name, dns.TypeA)
+		m.SetEdns0(65000, false)
+		resp := exchange(t, "udp", e.addr4(), m)
+		if resp.Truncated || len(resp.Answer) != n || resp.Rcode != dns.RcodeSuccess {
+			t.Errorf("%s over UDP: %s, TC %v, %d answers, want %d", name, rcode(resp), resp.Truncated, len(resp.Answer), n)
+		}
+		tcp := false
+		for _, q := range e.stub.queries() {
+			tcp = tcp || (q.TCP && q.Name == name)
+		}
+		if !tcp {
+			t.Errorf("%s: sluice did not ask over TCP", name)
+		}
+	}
+	if got := len(e.learner.addrs()); got != 200 {
+		t.Errorf("learned %d addresses, want 200", got)
+	}
+}
