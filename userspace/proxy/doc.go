@@ -99,7 +99,8 @@
 // each getting at least 2 s). Heads are limited to 64 KiB. Once a tunnel is
 // open or a request is being forwarded, there is no deadline: a tunnel
 // lives as long as its two ends, as a direct connection would (TCP
-// keep-alive finds dead peers), and Close ends them all.
+// keep-alive finds dead remote peers; the kernel already knows when a
+// loopback peer ends), and Close ends them all.
 //
 // # Data path
 //

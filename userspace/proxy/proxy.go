@@ -99,8 +99,17 @@ func New(cfg Config) (*Proxy, error) {
 		}
 	}
 	if cfg.Dial == nil {
-		var d net.Dialer
+		// Keep-alive probes exist to find peers that vanished without a
+		// word; a loopback peer cannot (the kernel ends its connections
+		// when it dies), so loopback upstreams skip the four setsockopt
+		// calls that enable them.
+		var remote net.Dialer
+		local := net.Dialer{KeepAlive: -1}
 		cfg.Dial = func(ctx context.Context, network string, addr netip.AddrPort) (net.Conn, error) {
+			d := &remote
+			if addr.Addr().IsLoopback() {
+				d = &local
+			}
 			return d.DialContext(ctx, network, addr.String())
 		}
 	}

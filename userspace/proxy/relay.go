@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,26 +30,32 @@ func (p *Proxy) tunnel(cc *clientConn, up net.Conn) {
 // relay copies both ways between client and up and returns when both
 // directions have ended. A clean end of one direction is passed on as a
 // half-close (FIN), so that protocols that read to EOF before answering
-// still work; an error in either direction closes both connections.
+// still work; an error in either direction closes both connections. The
+// direction that ends last closes both instead of half-closing: the FIN
+// goes out all the same, without a shutdown call that the close would
+// repeat.
 func (p *Proxy) relay(client, up net.Conn) {
+	var ended atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		n, err := io.Copy(up, client)
 		p.stats.up.Add(uint64(n))
-		endDirection(up, client, err)
+		endDirection(up, client, err, ended.Swap(true))
 	}()
 	n, err := io.Copy(client, up)
 	p.stats.down.Add(uint64(n))
-	endDirection(client, up, err)
+	endDirection(client, up, err, ended.Swap(true))
 	<-done
 }
 
 // endDirection passes on the end of src→dst: a FIN to dst after a clean
 // EOF, or, after an error (or when dst cannot half-close), the end of both
-// connections, which also stops the copy in the other direction.
-func endDirection(dst, src net.Conn, err error) {
-	if err == nil {
+// connections, which also stops the copy in the other direction. last says
+// that the other direction has ended already, so nothing is left to keep
+// open.
+func endDirection(dst, src net.Conn, err error, last bool) {
+	if err == nil && !last {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 			return
 		}
