@@ -109,11 +109,28 @@ func TestMappedIPv4(t *testing.T) {
 	}
 }
 
-// TestFastOpenAndIOURing: TCP Fast Open (data in the SYN, no connect()
-// call) and io_uring's IORING_OP_CONNECT go through the same hooks.
-func TestFastOpenAndIOURing(t *testing.T) {
+// TestIOURingRefused: io_uring_setup gets EPERM in BPF mode (its
+// IORING_OP_SOCKET would create sockets of families the datapath cannot
+// see); the same user may use io_uring unconfined, to the same host.
+func TestIOURingRefused(t *testing.T) {
 	w := newWorld(t)
-	for _, action := range []string{"tfo", "iouring"} {
+	p := w.ListenTCP(t, world.AllowedV4)
+	if r := w.RunProbe(t, nobody, "iouring", world.AllowedV4.String(), port(p)); !r.OK {
+		t.Skipf("io_uring is not usable here even unconfined: %s", r)
+	}
+	start := time.Now()
+	r, _ := confinedProbe(t, w, defaultPolicy, nil, "iouring", world.AllowedV4.String(), port(p))
+	if r.OK || r.Stage != "io_uring_setup" || r.Errno != "EPERM" {
+		t.Errorf("confined io_uring: got %s; want EPERM at io_uring_setup", r)
+	}
+	w.AssertNothingArrived(t, arrived(start, world.AllowedV4, p), settle)
+}
+
+// TestFastOpen: TCP Fast Open (data in the SYN, no connect() call) goes
+// through the same hooks.
+func TestFastOpen(t *testing.T) {
+	w := newWorld(t)
+	for _, action := range []string{"tfo"} { // io_uring: TestIOURingRefused
 		for _, tc := range []struct {
 			name            string
 			allowed, denied netip.Addr

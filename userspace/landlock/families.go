@@ -10,9 +10,11 @@ import (
 // for AF_UNIX, AF_NETLINK, AF_INET and AF_INET6. The cgroup datapath
 // judges every inet socket, but it does not see other families at all:
 // AF_VSOCK reaches the hypervisor's host, AF_TIPC, AF_RDS and friends are
-// networks of their own. Everything else is allowed; io_uring stays usable
-// (its connects go through the datapath), which leaves IORING_OP_SOCKET of
-// an exotic family as a documented gap.
+// networks of their own. io_uring_setup gets EPERM, as in Landlock mode and
+// Docker's default seccomp profile: IORING_OP_SOCKET creates sockets without
+// the socket(2) system call, so this filter could not see their family.
+// Programs fall back to plain system calls (libuv, liburing users); its
+// connects would go through the datapath, but its sockets would not.
 func familiesProgram(goarch string) ([]bpf.Instruction, error) {
 	a, ok := arches[goarch]
 	if !ok {
@@ -25,6 +27,7 @@ func familiesProgram(goarch string) ([]bpf.Instruction, error) {
 	if a.x32 {
 		p.jge(x32SyscallBit, "x32", "")
 	}
+	p.jeq(a.ioUringSetup, "eperm", "")
 	p.jeq(a.socket, "", "allow")
 	p.load(argLow(0))
 	p.jeq(afUnix, "allow", "")
@@ -37,6 +40,8 @@ func familiesProgram(goarch string) ([]bpf.Instruction, error) {
 	}
 	p.label("allow")
 	p.emit(bpf.RetConstant{Val: seccompRetAllow})
+	p.label("eperm")
+	p.emit(bpf.RetConstant{Val: seccompRetErrno | errnoEPERM})
 	p.label("eafnosupport")
 	p.emit(bpf.RetConstant{Val: seccompRetErrno | errnoEAFNOSUPPORT})
 	p.label("kill")
