@@ -70,8 +70,15 @@ func (s *learnedSet) file(exp time.Duration, it wheelItem) {
 
 type learnedAddr struct {
 	expires time.Duration
-	names   map[string]bool
+	// names are some of the names the address was learned from, for
+	// PTR answers and audit lines: at most maxNamesPerAddr, because behind
+	// a CDN one address serves a great many names, and a map of them all
+	// cost more per answer than the rest of learning.
+	names []string
 }
+
+// maxNamesPerAddr bounds learnedAddr.names.
+const maxNamesPerAddr = 8
 
 func newLearnedSet() *learnedSet {
 	return &learnedSet{addrs: map[netip.Addr]*learnedAddr{}, perName: map[string][]nameUse{}, wheel: map[int64][]wheelItem{}}
@@ -116,13 +123,15 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 				}
 			}
 			if e == nil {
-				e = &learnedAddr{names: map[string]bool{}}
+				e = &learnedAddr{}
 				s.addrs[a] = e
 			}
 			e.expires = exp
 			s.file(exp, wheelItem{addr: a})
 		}
-		e.names[name] = true
+		if len(e.names) < maxNamesPerAddr && !slices.Contains(e.names, name) {
+			e.names = append(e.names, name)
+		}
 		switch j := find(cur, a); {
 		case j < 0:
 			cur = append(cur, nameUse{addr: a, expires: exp})
@@ -144,10 +153,7 @@ func (s *learnedSet) namesOf(a netip.Addr, now time.Duration) (names []string, t
 	if e == nil || e.expires <= now {
 		return nil, 0
 	}
-	for n := range e.names {
-		names = append(names, n)
-	}
-	return names, e.expires - now
+	return slices.Clone(e.names), e.expires - now
 }
 
 // gc forgets expired addresses in l and in the mirror, and expired uses of
@@ -206,7 +212,7 @@ func (s *learnedSet) expireUse(it wheelItem, now time.Duration) {
 		s.perName[it.name] = uses
 	}
 	if e := s.addrs[it.addr]; e != nil {
-		delete(e.names, it.name)
+		e.names = slices.DeleteFunc(e.names, func(n string) bool { return n == it.name })
 	}
 }
 

@@ -1,30 +1,45 @@
 package dnsresolver
 
-// Prune forgets the learned addresses none of whose names the current
-// policy allows any more, and empties the cache: after a policy change,
-// new connects to a removed host fail at once instead of at the TTL's end.
+import "net/netip"
+
+// Prune forgets the learned addresses that no name the current policy
+// still allows was answered with, and empties the cache: after a policy
+// change, new connects to a removed host fail at once instead of at the
+// TTL's end. It goes by the names' own lists of addresses, which are
+// complete (an address's list of names is not).
 func (r *Resolver) Prune() {
 	p := r.policy.Load()
-	r.learned.mu.Lock()
-	for a, e := range r.learned.addrs {
-		keep := false
-		for n := range e.names {
-			if _, ok := p.MatchName(n); ok {
-				keep = true
-			} else {
-				delete(e.names, n)
-				delete(r.learned.perName, n)
-			}
+	s := r.learned
+	s.mu.Lock()
+	keep := map[netip.Addr]bool{}
+	for name, uses := range s.perName {
+		if _, ok := p.MatchName(name); !ok {
+			delete(s.perName, name)
+			continue
 		}
-		if keep {
+		for _, u := range uses {
+			keep[u.addr] = true
+		}
+	}
+	for a := range s.addrs {
+		if keep[a] {
 			continue
 		}
 		if r.cfg.Learner != nil && r.cfg.Learner.Forget(a) != nil {
 			continue
 		}
-		delete(r.learned.addrs, a)
+		delete(s.addrs, a)
 	}
-	r.learned.mu.Unlock()
+	for _, e := range s.addrs {
+		names := e.names[:0]
+		for _, n := range e.names {
+			if _, ok := s.perName[n]; ok {
+				names = append(names, n)
+			}
+		}
+		e.names = names
+	}
+	s.mu.Unlock()
 	r.cache.mu.Lock()
 	clear(r.cache.m)
 	r.cache.mu.Unlock()

@@ -40,10 +40,14 @@ type Config struct {
 	Learner   Learner  // nil: learn nothing (resolver-only use)
 	// Clock is the datapath's clock (CLOCK_BOOTTIME on Linux); expiries
 	// given to the Learner are on it.
-	Clock         func() time.Duration
-	Audit         bool // forward and learn everything, report what would be refused
-	MinTTL        time.Duration
-	MaxTTL        time.Duration
+	Clock  func() time.Duration
+	Audit  bool // forward and learn everything, report what would be refused
+	MinTTL time.Duration
+	MaxTTL time.Duration
+	// Grace keeps a learned address reachable this long past its TTL.
+	// Zero means none (the command line's default is DefaultGrace); an
+	// address's expiry is extended by answers only when it would grow by
+	// more than Grace/2, so with none every answer updates the map.
 	Grace         time.Duration
 	MaxIPsPerName int
 	Timeout       time.Duration // per upstream attempt

@@ -2,6 +2,7 @@ package dnsresolver
 
 import (
 	"net/netip"
+	"slices"
 	"sync/atomic"
 )
 
@@ -17,9 +18,10 @@ type Stats struct {
 // Stats returns the resolver's live counters.
 func (r *Resolver) Stats() *Stats { return &r.stats }
 
-// LearnedFrom names the names addr was learned from, expired or not (until
-// the garbage collector forgets it): an audit line for a refused connect
-// says which host name the address belonged to.
+// LearnedFrom names names addr was learned from (a few, when many names
+// share it), expired or not (until the garbage collector forgets it): an
+// audit line for a refused connect says which host name the address
+// belonged to.
 func (r *Resolver) LearnedFrom(addr netip.Addr) []string {
 	r.learned.mu.Lock()
 	defer r.learned.mu.Unlock()
@@ -27,9 +29,5 @@ func (r *Resolver) LearnedFrom(addr netip.Addr) []string {
 	if e == nil {
 		return nil
 	}
-	names := make([]string, 0, len(e.names))
-	for n := range e.names {
-		names = append(names, n)
-	}
-	return names
+	return slices.Clone(e.names)
 }

@@ -143,7 +143,10 @@ func measureDNS(ctx context.Context, o dnsOptions) (*dnsResult, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	learner := &countingLearner{}
-	res, err := dnsresolver.New(dnsresolver.Config{Policy: policy, Upstreams: []string{stub.addr.String()}, Learner: learner})
+	// Grace as `sluice run` and `sluice daemon` set it by default: the
+	// library's zero value means no grace at all, which would make every
+	// answer extend its addresses' expiry (a map update each in the kernel).
+	res, err := dnsresolver.New(dnsresolver.Config{Policy: policy, Upstreams: []string{stub.addr.String()}, Learner: learner, Grace: dnsresolver.DefaultGrace})
 	if err != nil {
 		return nil, fmt.Errorf("resolver: %w", err)
 	}
