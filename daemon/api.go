@@ -89,6 +89,7 @@ const (
 	EventProxyRefused   = "proxy_refused"
 	EventPolicyChanged  = "policy_changed"
 	EventPolicyInvalid  = "policy_invalid"
+	EventSessionRefused = "session_refused"
 	EventDaemonStarted  = "daemon_started"
 	EventDaemonStopped  = "daemon_stopped"
 )

@@ -126,6 +126,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	ss, err := s.create(c.peer, req, files)
 	if err != nil {
+		s.auditRefusal(c.peer, err)
 		writeErr(w, err)
 		return
 	}
@@ -193,6 +194,11 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 	if !strings.Contains(path, "/") {
 		return nil, fail(http.StatusBadRequest, "%s: command not found (pass an absolute path)", req.Argv[0])
+	}
+
+	// Last of the checks: a request that is wrong anyway says so first.
+	if err := sameWorld(p.PID); err != nil {
+		return nil, err
 	}
 
 	ss := &session{srv: s, requested: requested, done: make(chan struct{}), stream: make(chan Event, 64), started: make(chan struct{}),
@@ -583,4 +589,18 @@ func decodeEntries(w http.ResponseWriter, r *http.Request) (AllowRequest, []allo
 		out = append(out, e)
 	}
 	return req, out, nil
+}
+
+// auditRefusal records a session the daemon refused to start for a policy
+// reason (403): a confined caller asking for more than its session, a
+// request beyond the machine allowlist, a caller in another namespace.
+// Malformed requests (400) are the client's bug, not a decision.
+func (s *Server) auditRefusal(p peer, err error) {
+	var he *httpError
+	if !errors.As(err, &he) || he.code != http.StatusForbidden {
+		return
+	}
+	uid := p.UID
+	s.emit(Event{Type: EventSessionRefused, Actor: &uid, PID: uint32(max(p.PID, 0)), Reason: he.msg,
+		Message: fmt.Sprintf("refused a session for uid %d (pid %d): %s", p.UID, p.PID, he.msg)})
 }

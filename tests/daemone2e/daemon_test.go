@@ -3,16 +3,19 @@
 package daemone2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -352,5 +355,64 @@ func TestAllowlistFileThroughDaemon(t *testing.T) {
 	f.writeFile(t, bad, []byte(`{"allowed_hosts": [{"host": "rebind.example", "allow_private": true}]}`))
 	if _, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--allowlist", bad, "--", "true"); code == 0 || !strings.Contains(stderr, "rebind.example") {
 		t.Fatalf("a file widening the machine allowlist: exit %d %s", code, stderr)
+	}
+}
+
+// TestCallersElsewhereRefused: the daemon starts a command in its own
+// network namespace and on its own root file system, so a caller that can
+// reach the socket from another one (a container with /run/sluice mounted)
+// is refused, not handed the daemon's. The twin is the same call from the
+// daemon's namespace.
+func TestCallersElsewhereRefused(t *testing.T) {
+	f := newFixture(t)
+	probe := world.BuildProbe(t)
+	run := func(t *testing.T, start func(*exec.Cmd) error, path string, args ...string) world.ProbeResult {
+		t.Helper()
+		c := exec.Command(path, args...)
+		c.SysProcAttr = &syscall.SysProcAttr{}
+		var out bytes.Buffer
+		c.Stdout = &out
+		if err := start(c); err != nil {
+			t.Fatalf("start %s: %v", path, err)
+		}
+		_ = c.Wait()
+		r, err := world.ParseProbeResult(out.Bytes())
+		if err != nil {
+			t.Fatalf("daemon-run: %v", err)
+		}
+		t.Logf("daemon-run -> %s", r.Line)
+		return r
+	}
+	if r := run(t, f.w.StartInClient, probe, "daemon-run", f.sock, "/bin/true"); !r.OK {
+		t.Fatalf("twin from the daemon's namespace: %s", r)
+	}
+	if r := run(t, (*exec.Cmd).Start, probe, "daemon-run", f.sock, "/bin/true"); r.OK || !strings.Contains(r.Error, "another network namespace") {
+		t.Errorf("caller in another network namespace: %s", r)
+	}
+
+	// A chroot holding only the (static) probe and a link to the socket.
+	root := t.TempDir()
+	b, err := os.ReadFile(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "probe"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(f.sock, filepath.Join(root, "s")); err != nil {
+		t.Skipf("cannot link the socket into the chroot: %v", err)
+	}
+	chrooted := func(c *exec.Cmd) error {
+		c.SysProcAttr.Chroot = root
+		return f.w.StartInClient(c)
+	}
+	if r := run(t, chrooted, "/probe", "daemon-run", "/s", "/bin/true"); r.OK || !strings.Contains(r.Error, "another root file system") {
+		t.Errorf("caller in a chroot: %s", r)
+	}
+	for _, what := range []string{"another network namespace", "another root file system"} {
+		f.waitAudit(t, "session_refused", func(e map[string]any) bool {
+			r, _ := e["reason"].(string)
+			return strings.Contains(r, what) && e["actor_uid"] == float64(0)
+		})
 	}
 }

@@ -21,9 +21,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sluice-dev/sluice/tests/world"
 )
@@ -148,8 +151,15 @@ func (f *fixture) stopDaemon(t *testing.T) {
 }
 
 // sluice runs a sluice client command as uid:gid (0: root) with the
-// daemon's socket, outside any namespace (the daemon spawns the commands).
+// daemon's socket, in the daemon's network namespace (the daemon starts
+// sessions only for callers that share it).
 func (f *fixture) sluice(t *testing.T, uid, gid uint32, args ...string) (string, string, int) {
+	t.Helper()
+	return f.sluiceFrom(t, f.w.StartInClient, uid, gid, args...)
+}
+
+// sluiceFrom is sluice with the client started by start.
+func (f *fixture) sluiceFrom(t *testing.T, start func(*exec.Cmd) error, uid, gid uint32, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -160,7 +170,10 @@ func (f *fixture) sluice(t *testing.T, uid, gid uint32, args ...string) (string,
 	}
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
+	err := start(c)
+	if err == nil {
+		err = c.Wait()
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -195,6 +208,7 @@ func (f *fixture) auditEvents(t *testing.T) []map[string]any {
 	if err != nil {
 		t.Fatalf("audit log: %v", err)
 	}
+	schema := auditSchema(t)
 	var evs []map[string]any
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -202,6 +216,13 @@ func (f *fixture) auditEvents(t *testing.T) []map[string]any {
 		var e map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(sc.Bytes()))
+		if err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		if err := schema.Validate(doc); err != nil {
+			t.Fatalf("audit line does not match docs/audit.schema.json: %s\n%v", sc.Text(), err)
 		}
 		for _, k := range []string{"time", "type", "message"} {
 			if _, ok := e[k].(string); !ok {
@@ -215,6 +236,39 @@ func (f *fixture) auditEvents(t *testing.T) []map[string]any {
 	}
 	return evs
 }
+
+// auditSchema compiles docs/audit.schema.json, which every audit line
+// must match.
+func auditSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	schemaOnce.Do(func() {
+		const path = "../../docs/audit.schema.json"
+		b, err := os.ReadFile(path)
+		if err != nil {
+			schemaErr = err
+			return
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			schemaErr = err
+			return
+		}
+		c := jsonschema.NewCompiler()
+		if schemaErr = c.AddResource(path, doc); schemaErr == nil {
+			compiledSchema, schemaErr = c.Compile(path)
+		}
+	})
+	if schemaErr != nil {
+		t.Fatalf("docs/audit.schema.json: %v", schemaErr)
+	}
+	return compiledSchema
+}
+
+var (
+	schemaOnce     sync.Once
+	compiledSchema *jsonschema.Schema
+	schemaErr      error
+)
 
 // waitAudit waits (bounded) for an audit event of typ matching pred.
 func (f *fixture) waitAudit(t *testing.T, typ string, pred func(map[string]any) bool) map[string]any {

@@ -47,6 +47,7 @@
 //	resolve-tcp NAME PORT       resolve NAME, then TCP-connect to its first address
 //	proxy-connect HOST PORT     HTTP CONNECT to HOST:PORT through $HTTPS_PROXY, read the greeting
 //	socket FAMILY TYPE          socket(FAMILY, TYPE, 0) and close it (numbers, e.g. 40 1 for AF_VSOCK)
+//	daemon-run SOCKET PATH      ask the sluice daemon on SOCKET to run PATH as uid 65534
 //
 // ADDR may be an IPv4, IPv6 or IPv4-mapped IPv6 address; an IPv4-mapped
 // address is used through an AF_INET6 socket, which is how such a destination
@@ -109,6 +110,7 @@ func init() {
 		"resolve-tcp":   {"NAME PORT", 2, runResolveTCP},
 		"proxy-connect": {"HOST PORT", 2, runProxyConnect},
 		"socket":        {"FAMILY TYPE", 2, runSocket},
+		"daemon-run":    {"SOCKET PATH", 2, runDaemonRun},
 	}
 }
 
