@@ -35,12 +35,13 @@ unit:
 
 # Bounded fuzzing of the parsers that take hostile input: the allowlist
 # file, DNS answers (filtering and the whole resolve path) and the UDP fast
-# path's query parser (held to miekg/dns).
+# path's query parser and answer filter (held to miekg/dns and FilterAnswer).
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./allowlist/
 	$(GO) test -run='^$$' -fuzz='^FuzzFilterAnswer$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
 	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=10s ./dnsresolver/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
+	$(GO) test -run='^$$' -fuzz='^FuzzAcceptWire$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
 
 # The whole suite: lint, unit and kernel end-to-end tests, bounded fuzzing.
 test: lint unit fuzz

@@ -52,7 +52,7 @@ func (c *cache) get(k cacheKey, now time.Duration) *dns.Msg {
 	if ans == nil {
 		return nil
 	}
-	return aged(ans.msg, age)
+	return aged(ans.message(), age)
 }
 
 // aged is a copy of m with TTLs reduced by age seconds.

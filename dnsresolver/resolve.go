@@ -114,7 +114,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	if !ok {
 		return reply(req, dns.RcodeServerFailure), ""
 	}
-	return finish(req, ans.msg), "forwarded"
+	return finish(req, ans.message()), "forwarded"
 }
 
 // answerContext is what accept needs to know about the query an upstream
@@ -150,7 +150,6 @@ func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (an
 	// Clamp TTLs: a client must not cache an answer longer than the kernel
 	// keeps its addresses.
 	maxTTL := uint32(r.cfg.MaxTTL / time.Second)
-	minTTL := uint32(r.cfg.MinTTL / time.Second)
 	cacheTTL := maxTTL
 	for _, sec := range [][]dns.RR{resp.Answer, resp.Ns} {
 		for _, rr := range sec {
@@ -166,6 +165,26 @@ func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (an
 		cacheTTL = 0
 	}
 
+	// An answer that does not pack (it unpacked, so this is unexpected)
+	// is still given to the client through the general path, uncached.
+	ans, err := packAnswer(resp)
+	cacheable := err == nil && (resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError)
+	if err != nil {
+		ans = &packedAnswer{}
+		ans.once.Do(func() { ans.msg = resp })
+	}
+	if !r.commit(c, learn, ans, cacheable, cacheTTL, now) {
+		return nil, false
+	}
+	return ans, true
+}
+
+// commit teaches the datapath the addresses of an accepted answer, then
+// caches it for cacheTTL seconds if cacheable. false means SERVFAIL (the
+// per-name cap or the map is full; the event is raised here).
+func (r *Resolver) commit(c answerContext, learn []Learned, ans *packedAnswer, cacheable bool, cacheTTL uint32, now time.Duration) bool {
+	maxTTL := uint32(r.cfg.MaxTTL / time.Second)
+	minTTL := uint32(r.cfg.MinTTL / time.Second)
 	if len(learn) > 0 {
 		var addrBuf [8]netip.Addr
 		var expBuf [8]time.Duration
@@ -181,19 +200,13 @@ func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (an
 				kind = EventCapReached
 			}
 			r.event(Event{Kind: kind, Name: c.name, QType: typeString(c.qtype), Client: c.client, Reason: err.Error()})
-			return nil, false
+			return false
 		}
 	}
-	// An answer that does not pack (it unpacked, so this is unexpected)
-	// is still given to the client through the general path.
-	ans, err := packAnswer(resp)
-	if err != nil {
-		return &packedAnswer{msg: resp}, true
-	}
-	if resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError {
+	if cacheable {
 		r.cache.put(c.key, ans, now, time.Duration(cacheTTL)*time.Second)
 	}
-	return ans, true
+	return true
 }
 
 // typeString names a query type for events.

@@ -271,7 +271,9 @@ func (r *Resolver) sendUpstream(pqs []*pendingQuery, first bool) {
 	deadline := time.Now().Add(r.cfg.Timeout)
 	for _, pq := range pqs {
 		u := r.ups[pq.up]
-		s, id, err := u.sock(waiter{q: dns.Question{Name: dns.Fqdn(pq.q.name), Qtype: pq.q.qtype, Qclass: pq.q.qclass}, async: pq, deadline: deadline})
+		// The name without its final dot: questionIs takes either, and
+		// this one needs no new string.
+		s, id, err := u.sock(waiter{q: dns.Question{Name: pq.q.name, Qtype: pq.q.qtype, Qclass: pq.q.qclass}, async: pq, deadline: deadline})
 		if err != nil {
 			r.upstreamFailed(pq, err)
 			continue
@@ -322,8 +324,26 @@ func (r *Resolver) answered(pq *pendingQuery, resp *dns.Msg, out map[*udpListene
 	if r.cfg.ObserveUpstream != nil {
 		r.cfg.ObserveUpstream(time.Since(pq.sent))
 	}
-	client := pq.client.AddrPort()
-	ans, ok := r.accept(answerContext{name: pq.q.name, qtype: pq.q.qtype, key: pq.key, allowPrivate: pq.entry.AllowPrivate, client: client}, resp, r.cfg.Clock())
+	ans, ok := r.accept(pq.answerContext(), resp, r.cfg.Clock())
+	r.reply(pq, ans, ok, out)
+}
+
+// answeredWire finishes pq with an answer acceptWire took: nothing was
+// dropped from it, so what is left is to learn and cache it.
+func (r *Resolver) answeredWire(pq *pendingQuery, ans *packedAnswer, learn []Learned, minTTL uint32, out map[*udpListener]*outBatch) {
+	if r.cfg.ObserveUpstream != nil {
+		r.cfg.ObserveUpstream(time.Since(pq.sent))
+	}
+	ok := r.commit(pq.answerContext(), learn, ans, true, minTTL, r.cfg.Clock())
+	r.reply(pq, ans, ok, out)
+}
+
+func (pq *pendingQuery) answerContext() answerContext {
+	return answerContext{name: pq.q.name, qtype: pq.q.qtype, key: pq.key, allowPrivate: pq.entry.AllowPrivate, client: pq.client.AddrPort()}
+}
+
+// reply queues on out the reply to pq: ans, or SERVFAIL unless ok.
+func (r *Resolver) reply(pq *pendingQuery, ans *packedAnswer, ok bool, out map[*udpListener]*outBatch) {
 	o := out[pq.l]
 	if o == nil {
 		o = &outBatch{}
@@ -350,7 +370,7 @@ func (r *Resolver) answered(pq *pendingQuery, resp *dns.Msg, out map[*udpListene
 	if pq.q.edns {
 		req.SetEdns0(uint16(min(pq.q.limit, 0xffff)), pq.q.do)
 	}
-	m := finish(req, ans.msg)
+	m := finish(req, ans.message())
 	fitUDP(req, m)
 	if b, err := m.PackBuffer(o.buf()); err == nil {
 		o.push(b, pq.client)

@@ -147,44 +147,85 @@ func (s *upSock) read() {
 		}
 		for i := range in[:n] {
 			b := in[i].Buffers[0][:in[i].N]
-			m := new(dns.Msg)
-			if in[i].N == maxUDPAnswer || in[i].Flags&msgTrunc != 0 {
-				// Longer than sluice asked for: the header and question
-				// say whose it is, and TCP brings the whole answer.
-				if !unpackTruncated(m, b) {
-					continue
-				}
-			} else if m.Unpack(b) != nil {
-				continue
-			}
-			if !m.Response {
-				continue
-			}
-			s.mu.Lock()
-			w, ok := s.pending[m.Id]
-			ok = ok && len(m.Question) == 1 && sameQuestion(m.Question[0], w.q)
-			if ok {
-				delete(s.pending, m.Id)
-			}
-			if s.retired && len(s.pending) == 0 {
-				s.conn.Close()
-			}
-			s.mu.Unlock()
-			switch {
-			case !ok:
-			case w.async == nil:
-				w.ch <- m
-			case m.Truncated:
-				go w.async.retryTCP(m)
-			default:
-				r := w.async.l.r
-				r.answered(w.async, m, out)
-			}
+			s.deliver(b, in[i].N == maxUDPAnswer || in[i].Flags&msgTrunc != 0, out)
 		}
 		for l, o := range out {
 			o.flush(l.batch)
 		}
 	}
+}
+
+// deliver hands the datagram b to the query it answers, if any. cut says
+// b was longer than the buffer.
+func (s *upSock) deliver(b []byte, cut bool, out map[*udpListener]*outBatch) {
+	if len(b) < headerLen || b[2]&0x80 == 0 {
+		return
+	}
+	id := binary.BigEndian.Uint16(b)
+	s.mu.Lock()
+	w, ok := s.pending[id]
+	s.mu.Unlock()
+	if !ok || !questionIs(b, w.q) {
+		return
+	}
+	// Parsed before the query is taken: a malformed datagram with the
+	// right ID and question (spoofed, or a broken server) must not use up
+	// the query the real answer is for.
+	var (
+		m      *dns.Msg
+		ans    *packedAnswer
+		learn  []Learned
+		minTTL uint32
+		wire   bool
+	)
+	pq := w.async
+	switch {
+	case cut:
+		m = new(dns.Msg)
+		if !unpackTruncated(m, b) {
+			return
+		}
+	case pq != nil:
+		r := pq.l.r
+		ans, learn, minTTL, wire = acceptWire(b, &pq.q, uint32(r.cfg.MaxTTL/time.Second), pq.entry.AllowPrivate)
+	}
+	if m == nil && !wire {
+		m = new(dns.Msg)
+		if m.Unpack(b) != nil {
+			return
+		}
+	}
+	s.mu.Lock()
+	cur, ok := s.pending[id]
+	ok = ok && cur.ch == w.ch && cur.async == w.async
+	if ok {
+		delete(s.pending, id)
+	}
+	if s.retired && len(s.pending) == 0 {
+		s.conn.Close()
+	}
+	s.mu.Unlock()
+	switch {
+	case !ok:
+	case pq == nil:
+		w.ch <- m
+	case m != nil && m.Truncated:
+		go pq.retryTCP(m)
+	case wire:
+		pq.l.r.answeredWire(pq, ans, learn, minTTL, out)
+	default:
+		pq.l.r.answered(pq, m, out)
+	}
+}
+
+// questionIs reports whether the answer b carries exactly the question q
+// (whose name may lack the final dot).
+func questionIs(b []byte, q dns.Question) bool {
+	if binary.BigEndian.Uint16(b[4:]) != 1 {
+		return false
+	}
+	end, ok := nameIs(b, headerLen, strings.TrimSuffix(strings.ToLower(q.Name), "."))
+	return ok && end+4 <= len(b) && binary.BigEndian.Uint16(b[end:]) == q.Qtype && binary.BigEndian.Uint16(b[end+2:]) == q.Qclass
 }
 
 // expired removes and returns the fast-path queries past their deadline.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
+	"sync"
 
 	"github.com/miekg/dns"
 )
@@ -113,13 +115,34 @@ func parseQuery(b []byte) (q wireQuery, ok bool) {
 	return q, true
 }
 
-// packedAnswer is a filtered answer kept both as a message (for the
-// general path) and packed (for the fast path).
+// packedAnswer is a filtered answer, packed for the fast path; the general
+// path reads it as a message.
 type packedAnswer struct {
-	msg  *dns.Msg // not modified once packed
-	wire []byte   // msg packed with ID 0, uncompressed, without OPT
+	wire []byte   // ID 0, without OPT
 	qlen int      // length of the question in wire
 	ttls []uint16 // offsets of the TTL fields in wire
+
+	once sync.Once
+	msg  *dns.Msg // not modified once set: the general path copies it
+}
+
+// message is the answer as a message, unpacked the first time the general
+// path needs it: most answers only ever travel as bytes.
+func (p *packedAnswer) message() *dns.Msg {
+	p.once.Do(func() {
+		if p.msg != nil {
+			return
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(p.wire); err != nil {
+			// index() parsed it; a failure here is a bug. Answer
+			// SERVFAIL rather than crash.
+			m = new(dns.Msg)
+			m.Rcode = dns.RcodeServerFailure
+		}
+		p.msg = m
+	})
+	return p.msg
 }
 
 // packAnswer packs m (which it takes over) for the fast path. m's OPT
@@ -138,7 +161,8 @@ func packAnswer(m *dns.Msg) (*packedAnswer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pack answer: %w", err)
 	}
-	p := &packedAnswer{msg: m, wire: wire}
+	p := &packedAnswer{wire: wire}
+	p.once.Do(func() { p.msg = m })
 	if err := p.index(); err != nil {
 		return nil, err
 	}
@@ -283,4 +307,136 @@ func appendUpstreamQuery(dst []byte, q *wireQuery) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, q.qtype)
 	dst = binary.BigEndian.AppendUint16(dst, q.qclass)
 	return appendOPT(dst, q.do)
+}
+
+// maxWireAnswers bounds the records acceptWire takes: longer answers are
+// rare and go through the general path.
+const maxWireAnswers = 16
+
+// acceptWire is FilterAnswer for the commonest answer, read and rewritten
+// as bytes: NOERROR, the question sluice asked (q's name, type A or AAAA,
+// class IN), 1 to maxWireAnswers records of that type owned by the asked
+// name (written as the question's name or a pointer to it), nothing in the
+// authority section and at most an OPT record in the additional one. Such
+// an answer keeps every record through FilterAnswer unless an address is a
+// rebinding one (unless allowPrivate), and then ok is false: the general
+// path drops it and says so. TTLs are clamped to maxTTL in the copy it
+// returns (ID 0, OPT removed), with the addresses to learn and the
+// smallest TTL. ok false means nothing was decided: use the general path.
+func acceptWire(b []byte, q *wireQuery, maxTTL uint32, allowPrivate bool) (ans *packedAnswer, learn []Learned, minTTL uint32, ok bool) {
+	if len(b) < headerLen || b[2]&0xfa != 0x80 || b[3]&0x0f != dns.RcodeSuccess {
+		return nil, nil, 0, false // not a response, opcode not QUERY, truncated, or an error
+	}
+	qd, an, ns, ar := binary.BigEndian.Uint16(b[4:]), int(binary.BigEndian.Uint16(b[6:])), binary.BigEndian.Uint16(b[8:]), binary.BigEndian.Uint16(b[10:])
+	if qd != 1 || an < 1 || an > maxWireAnswers || ns != 0 || ar > 1 || q.qclass != dns.ClassINET {
+		return nil, nil, 0, false
+	}
+	rdlen := 4
+	switch q.qtype {
+	case dns.TypeA:
+	case dns.TypeAAAA:
+		rdlen = 16
+	default:
+		return nil, nil, 0, false
+	}
+	qend, ok := nameIs(b, headerLen, q.name)
+	if !ok || qend+4 > len(b) || binary.BigEndian.Uint16(b[qend:]) != q.qtype || binary.BigEndian.Uint16(b[qend+2:]) != q.qclass {
+		return nil, nil, 0, false
+	}
+	qname := b[headerLen:qend]
+	off := qend + 4
+	var ttls [maxWireAnswers]uint16
+	minTTL = maxTTL
+	for i := range an {
+		// The owner: a pointer to the question's name, or that name.
+		switch {
+		case off+2 <= len(b) && b[off] == 0xc0 && b[off+1] == headerLen:
+			off += 2
+		case off+len(qname) <= len(b) && equalFoldASCII(b[off:off+len(qname)], qname):
+			off += len(qname)
+		default:
+			return nil, nil, 0, false
+		}
+		if off+10+rdlen > len(b) || binary.BigEndian.Uint16(b[off:]) != q.qtype || binary.BigEndian.Uint16(b[off+2:]) != dns.ClassINET || int(binary.BigEndian.Uint16(b[off+8:])) != rdlen {
+			return nil, nil, 0, false
+		}
+		ttl := binary.BigEndian.Uint32(b[off+4:])
+		addr, _ := netip.AddrFromSlice(b[off+10 : off+10+rdlen])
+		if _, bad := Rebinding(addr); bad && !allowPrivate {
+			return nil, nil, 0, false
+		}
+		learn = append(learn, Learned{Addr: addr.Unmap(), TTL: ttl})
+		ttls[i] = uint16(off + 4)
+		minTTL = min(minTTL, ttl)
+		off += 10 + rdlen
+	}
+	end := off
+	if ar == 1 {
+		// Only an OPT record, which sluice replaces with its own.
+		// Its extended rcode must be 0 too: with it the answer is an
+		// error, whatever the header's four bits say.
+		if off+optLen > len(b) || b[off] != 0 || binary.BigEndian.Uint16(b[off+1:]) != dns.TypeOPT || b[off+5] != 0 {
+			return nil, nil, 0, false
+		}
+		off += optLen + int(binary.BigEndian.Uint16(b[off+9:]))
+	}
+	if off != len(b) || end > 0xffff {
+		return nil, nil, 0, false
+	}
+	wire := append(make([]byte, 0, end), b[:end]...)
+	wire[0], wire[1] = 0, 0
+	binary.BigEndian.PutUint16(wire[10:], 0)
+	for _, o := range ttls[:an] {
+		if binary.BigEndian.Uint32(wire[o:]) > maxTTL {
+			binary.BigEndian.PutUint32(wire[o:], maxTTL)
+		}
+	}
+	return &packedAnswer{wire: wire, qlen: qend + 4 - headerLen, ttls: append([]uint16(nil), ttls[:an]...)}, learn, minTTL, true
+}
+
+// nameIs reports whether the uncompressed name at off in b is name
+// (dotted, lower case, without the trailing dot), ignoring ASCII case, and
+// returns the offset after it.
+func nameIs(b []byte, off int, name string) (int, bool) {
+	for {
+		if off >= len(b) {
+			return 0, false
+		}
+		l := int(b[off])
+		off++
+		if l == 0 {
+			return off, name == ""
+		}
+		if l > 63 || off+l > len(b) || len(name) < l || (len(name) > l && name[l] != '.') {
+			return 0, false
+		}
+		if !equalFoldASCII(b[off:off+l], []byte(name[:l])) {
+			return 0, false
+		}
+		off += l
+		name = name[l:]
+		if name != "" {
+			name = name[1:] // the dot
+		}
+	}
+}
+
+// equalFoldASCII compares two byte strings ignoring ASCII letter case only.
+func equalFoldASCII(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }

@@ -305,3 +305,133 @@ func TestFastPathTruncatedAndOversizedAnswers(t *testing.T) {
 		t.Errorf("learned %d addresses, want 200", got)
 	}
 }
+
+// wireAnswer packs an upstream answer to name/qtype with the given
+// records, optionally compressed and with an OPT record.
+func wireAnswer(t testing.TB, name string, qtype uint16, compress, opt bool, rrs ...dns.RR) []byte {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	m.Response, m.RecursionAvailable = true, true
+	m.Answer = rrs
+	if opt {
+		m.SetEdns0(1232, false)
+	}
+	m.Compress = compress
+	return packed(t, m)
+}
+
+func aRR(name string, ttl uint32, ip string) dns.RR {
+	a := netip.MustParseAddr(ip)
+	if a.Is4() {
+		return &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: a.AsSlice()}
+	}
+	return &dns.AAAA{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: a.AsSlice()}
+}
+
+func TestAcceptWireTakesOnlyTheCommonShape(t *testing.T) {
+	q := wireQuery{name: "a.example.com", qtype: dns.TypeA, qclass: dns.ClassINET}
+	cname := &dns.CNAME{Hdr: dns.RR_Header{Name: "a.example.com.", Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: "b.example.com."}
+	cases := []struct {
+		what string
+		b    []byte
+		ok   bool
+	}{
+		{"two A records, compressed, with OPT", wireAnswer(t, "a.example.com.", dns.TypeA, true, true, aRR("a.example.com.", 7200, "203.0.113.1"), aRR("a.example.com.", 30, "203.0.113.2")), true},
+		{"uncompressed, other letter case", wireAnswer(t, "A.Example.com.", dns.TypeA, false, false, aRR("a.EXAMPLE.com.", 30, "203.0.113.1")), true},
+		{"a CNAME chain", wireAnswer(t, "a.example.com.", dns.TypeA, true, false, cname, aRR("b.example.com.", 30, "203.0.113.1")), false},
+		{"a rebinding address", wireAnswer(t, "a.example.com.", dns.TypeA, true, false, aRR("a.example.com.", 30, "10.0.0.1")), false},
+		{"a record for another name", wireAnswer(t, "a.example.com.", dns.TypeA, true, false, aRR("c.example.com.", 30, "203.0.113.1")), false},
+		{"another question", wireAnswer(t, "c.example.com.", dns.TypeA, true, false, aRR("c.example.com.", 30, "203.0.113.1")), false},
+		{"no answer", wireAnswer(t, "a.example.com.", dns.TypeA, true, false), false},
+	}
+	for _, tc := range cases {
+		ans, learn, minTTL, ok := acceptWire(tc.b, &q, 3600, false)
+		if ok != tc.ok {
+			t.Errorf("%s: ok %v, want %v", tc.what, ok, tc.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		got := new(dns.Msg)
+		if err := got.Unpack(ans.wire); err != nil {
+			t.Fatalf("%s: packed answer does not unpack: %v", tc.what, err)
+		}
+		if got.Id != 0 || len(got.Extra) != 0 || len(learn) != len(got.Answer) {
+			t.Errorf("%s: %v, learn %v", tc.what, got, learn)
+		}
+		// The fast path can reply with it to the client's own question.
+		req := new(dns.Msg)
+		req.SetQuestion("A.example.COM.", dns.TypeA)
+		cq, _ := parseQuery(packed(t, req))
+		if _, ok := appendReply(nil, ans, &cq, 0); !ok {
+			t.Errorf("%s: appendReply refused the accepted answer", tc.what)
+		}
+		for _, rr := range got.Answer {
+			if rr.Header().Ttl > 3600 || rr.Header().Ttl < minTTL {
+				t.Errorf("%s: TTL %d not clamped to 3600 or below the minimum %d", tc.what, rr.Header().Ttl, minTTL)
+			}
+		}
+	}
+	// A rebinding address is taken when the entry allows private ones.
+	b := wireAnswer(t, "a.example.com.", dns.TypeA, true, false, aRR("a.example.com.", 30, "10.0.0.1"))
+	if _, learn, _, ok := acceptWire(b, &q, 3600, true); !ok || len(learn) != 1 {
+		t.Errorf("allow_private: ok %v, learn %v", ok, learn)
+	}
+}
+
+// FuzzAcceptWire holds acceptWire to the general path: whatever it takes,
+// miekg/dns and FilterAnswer read the same way, dropping nothing, and the
+// packed answer holds the same records with the same clamped TTLs.
+func FuzzAcceptWire(f *testing.F) {
+	f.Add(wireAnswer(f, "a.example.com.", dns.TypeA, true, true, aRR("a.example.com.", 7200, "203.0.113.1"), aRR("a.example.com.", 30, "203.0.113.2")), false, false)
+	f.Add(wireAnswer(f, "a.example.com.", dns.TypeAAAA, false, false, aRR("A.example.com.", 30, "2001:db8::1")), true, false)
+	f.Add(wireAnswer(f, "a.example.com.", dns.TypeA, true, false, aRR("a.example.com.", 30, "127.0.0.1")), false, true)
+	f.Fuzz(func(t *testing.T, b []byte, aaaa, allowPrivate bool) {
+		q := wireQuery{name: "a.example.com", qtype: dns.TypeA, qclass: dns.ClassINET}
+		if aaaa {
+			q.qtype = dns.TypeAAAA
+		}
+		const maxTTL = 3600
+		in := append([]byte(nil), b...)
+		ans, learn, minTTL, ok := acceptWire(b, &q, maxTTL, allowPrivate)
+		if string(in) != string(b) {
+			t.Fatal("acceptWire modified its input")
+		}
+		if !ok {
+			return
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(b); err != nil {
+			t.Fatalf("accepted, but miekg/dns says %v", err)
+		}
+		want, dropped := FilterAnswer(m, "a.example.com.", allowPrivate)
+		if len(dropped) > 0 || len(m.Ns) > 0 || len(m.Extra) > 1 || m.Rcode != dns.RcodeSuccess || m.Truncated || len(want) != len(learn) {
+			t.Fatalf("accepted an answer the general path changes: dropped %v, %v", dropped, m)
+		}
+		for i := range want {
+			if want[i] != learn[i] {
+				t.Fatalf("learn %v, general path %v", learn, want)
+			}
+		}
+		got := new(dns.Msg)
+		if err := got.Unpack(ans.wire); err != nil {
+			t.Fatalf("packed answer does not unpack: %v", err)
+		}
+		if len(got.Answer) != len(m.Answer) || len(got.Extra) != 0 || got.Rcode != m.Rcode || got.Authoritative != m.Authoritative {
+			t.Fatalf("packed %v, general path %v", got, m)
+		}
+		least := uint32(maxTTL)
+		for i, rr := range m.Answer {
+			rr.Header().Ttl = min(rr.Header().Ttl, maxTTL)
+			least = min(least, rr.Header().Ttl)
+			if got.Answer[i].String() != rr.String() {
+				t.Fatalf("record %d: packed %v, general path %v", i, got.Answer[i], rr)
+			}
+		}
+		if least != minTTL {
+			t.Fatalf("minimum TTL %d, general path %d", minTTL, least)
+		}
+	})
+}
