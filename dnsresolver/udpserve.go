@@ -168,7 +168,7 @@ func (l *udpListener) serveUDP() {
 		}
 		replies.flush(l.batch)
 		if len(fwd) > 0 {
-			r.sendUpstream(fwd, true)
+			r.sendUpstream(fwd)
 			clear(fwd)
 			fwd = fwd[:0]
 		}
@@ -261,19 +261,20 @@ func fitUDP(req, resp *dns.Msg) {
 }
 
 // sendUpstream sends each query to its current upstream, in batches per
-// upstream socket. first says the queries are new (counted as sent now).
-func (r *Resolver) sendUpstream(pqs []*pendingQuery, first bool) {
+// upstream socket.
+func (r *Resolver) sendUpstream(pqs []*pendingQuery) {
 	type group struct {
 		s   *upSock
 		out outBatch
 	}
 	var groups []*group
 	deadline := time.Now().Add(r.cfg.Timeout)
-	for _, pq := range pqs {
+	for i, pq := range pqs {
 		u := r.ups[pq.up]
+		last := i == len(pqs)-1 || pqs[i+1].up != pq.up
 		// The name without its final dot: questionIs takes either, and
 		// this one needs no new string.
-		s, id, err := u.sock(waiter{q: dns.Question{Name: pq.q.name, Qtype: pq.q.qtype, Qclass: pq.q.qclass}, async: pq, deadline: deadline})
+		s, id, err := u.sock(waiter{q: dns.Question{Name: pq.q.name, Qtype: pq.q.qtype, Qclass: pq.q.qclass}, async: pq, deadline: deadline}, last)
 		if err != nil {
 			r.upstreamFailed(pq, err)
 			continue
@@ -309,7 +310,7 @@ func (r *Resolver) upstreamFailed(pq *pendingQuery, err error) {
 	pq.errs = append(pq.errs, err)
 	if pq.up+1 < len(r.ups) {
 		pq.up++
-		r.sendUpstream([]*pendingQuery{pq}, false)
+		r.sendUpstream([]*pendingQuery{pq})
 		return
 	}
 	r.event(Event{Kind: EventUpstreamFailed, Name: pq.q.name, QType: typeString(pq.q.qtype), Client: pq.client.AddrPort(), Reason: errors.Join(pq.errs...).Error()})

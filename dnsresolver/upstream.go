@@ -63,12 +63,17 @@ func newUpstream(addr string, timeout time.Duration) *upstream {
 // sock returns a socket with room for another query, replacing a worn one,
 // with w registered on it under a fresh random ID. Registering before the
 // socket is handed out keeps a worn socket from being closed between a
-// query picking it and the query's registration.
-func (u *upstream) sock(w waiter) (*upSock, uint16, error) {
+// query picking it and the query's registration. The next call gets the
+// next socket only if advance is set: the queries of one batch share a
+// socket, so that they leave in one sendmmsg and their answers come back
+// to one reader.
+func (u *upstream) sock(w waiter, advance bool) (*upSock, uint16, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	i := u.next
-	u.next = (u.next + 1) % len(u.socks)
+	if advance {
+		u.next = (u.next + 1) % len(u.socks)
+	}
 	s := u.socks[i]
 	if s != nil {
 		s.mu.Lock()
@@ -284,7 +289,7 @@ func sameQuestion(a, b dns.Question) bool {
 // matching reply; a truncated reply is retried over TCP.
 func (u *upstream) exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
 	ch := make(chan *dns.Msg, 1)
-	s, id, err := u.sock(waiter{q: q.Question[0], ch: ch})
+	s, id, err := u.sock(waiter{q: q.Question[0], ch: ch}, true)
 	if err != nil {
 		return nil, err
 	}

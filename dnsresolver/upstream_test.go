@@ -21,13 +21,13 @@ func TestRetiredSocketNotClosedUnderQuery(t *testing.T) {
 
 	q := query("api.example.com.", dns.TypeA)
 	ch := make(chan *dns.Msg, 1)
-	s0, id0, err := u.sock(waiter{q: q.Question[0], ch: ch})
+	s0, id0, err := u.sock(waiter{q: q.Question[0], ch: ch}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every other query comes and goes before ours is sent.
 	for range socketsPerUpstream * maxUsesPerSocket {
-		s, id, err := u.sock(waiter{q: q.Question[0], ch: make(chan *dns.Msg, 1)})
+		s, id, err := u.sock(waiter{q: q.Question[0], ch: make(chan *dns.Msg, 1)}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
