@@ -17,7 +17,7 @@ import (
 // few cores, and blur the ratio towards 1.
 
 // dnsBudget bounds the DNS part: rounds stop early rather than overrun.
-const dnsBudget = 60 * time.Second
+const dnsBudget = 75 * time.Second
 
 // dnsOptions are the DNS part's flags.
 type dnsOptions struct {
@@ -34,7 +34,7 @@ type dnsOptions struct {
 // share the CPUs: 64 queries in flight (dnsperf's default is 100) are what
 // it takes for the direct arm to reach its peak, where fewer leave CPU
 // idle between wake-ups; 8 open-loop sockets keep any one reader from
-// falling behind at half that peak; 3 rounds of 8 arms of 1.75 s each fit
+// falling behind at half that peak; 3 rounds of 10 arms of 1.75 s each fit
 // dnsBudget with room for settling between arms.
 func addDNSFlags(fs *flag.FlagSet, on *bool, d *dnsOptions) {
 	fs.BoolVar(on, "dns", true, "run the DNS benchmark (sluice's resolver against the same upstream asked directly; about a minute)")
