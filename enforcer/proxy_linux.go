@@ -1,9 +1,9 @@
 package enforcer
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/sluice-dev/sluice/allowlist"
@@ -27,9 +27,9 @@ func (s *Session) startProxy(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := proxy.ListenLoopback(context.Background())
 	if err != nil {
-		return fmt.Errorf("proxy: listen on loopback: %w", err)
+		return err
 	}
 	s.proxy = p
 	s.proxyAddr = netip.MustParseAddrPort(l.Addr().String())

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -33,9 +33,9 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if err != nil {
 		return fail(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := proxy.ListenLoopback(context.Background())
 	if err != nil {
-		return fail(fmt.Errorf("proxy: %w", err))
+		return fail(err)
 	}
 	go func() { _ = p.Serve(l) }()
 	defer p.Close()

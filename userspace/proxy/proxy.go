@@ -398,3 +398,16 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 	}
 	return netip.AddrPort{}
 }
+
+// ListenLoopback listens on 127.0.0.1 on a kernel-chosen port, for Serve.
+// Accepted connections get no TCP keep-alive: the proxy's clients are on
+// this machine, where a vanished peer cannot go unnoticed by the kernel,
+// and the default keep-alive costs four setsockopt calls per connection.
+func ListenLoopback(ctx context.Context) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy: listen on loopback: %w", err)
+	}
+	return l, nil
+}

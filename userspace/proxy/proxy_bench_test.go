@@ -46,14 +46,15 @@ func benchServer(b *testing.B, handle func(net.Conn)) string {
 	return l.Addr().String()
 }
 
-// benchProxy starts a proxy with the defaults and returns its address.
+// benchProxy starts a proxy with the defaults, on a listener made as
+// sluice makes it, and returns its address.
 func benchProxy(b *testing.B) string {
 	b.Helper()
 	p, err := New(Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := ListenLoopback(b.Context())
 	if err != nil {
 		b.Fatal(err)
 	}
