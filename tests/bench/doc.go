@@ -42,9 +42,17 @@
 //     (warmed, so sluice answers from its cache; target B/A ≥ 1.0) closed
 //     loop, 64 queries in flight; then unique names open loop at half the
 //     direct arm's peak, where the p99 sluice adds must stay under 1 ms,
-//     and at half sluice's own peak (report only). The whole process's CPU
+//     at half sluice's own peak and at 5,000 queries per second (report
+//     only). The whole process's CPU
 //     time per query comes with it, and -dns-cpuprofile profiles the
 //     resolver in place.
+//   - the allowlist proxy (-proxy, on by default; -only proxy runs it
+//     alone, in about 15 s, without root): userspace/proxy in-process,
+//     listening as `sluice run` does, against the same traffic sent
+//     straight to a server on 127.0.0.1, arms alternating: new connections
+//     per second (2 clients, each a CONNECT tunnel per connection, one
+//     byte echoed, close; target B/A ≥ 0.5) and one stream's throughput
+//     through a tunnel to a discarding server (target B/A ≥ 0.8).
 //   - the daemon (-daemon, on by default; -only daemon runs it alone, in
 //     about a minute): `sluice daemon` of the -sluice binary on an instance
 //     of its own (<instance>-daemon), loopback socket API only, allowlist of
@@ -82,4 +90,5 @@
 //	go run ./tests/bench -sluice bin/sluice [-rounds 15] [-cidrs 100000] [-scale 1]
 //	go run ./tests/bench -only daemon [-daemon-rounds 40] [-daemon-idle 100] [-daemon-sessions 1000] [-daemon-clients 6]
 //	go run ./tests/bench -only dns [-dns-rounds 3] [-dns-time 1.5s] [-dns-workers 64] [-dns-cpuprofile dns.prof]
+//	go run ./tests/bench -only proxy [-proxy-rounds 5] [-proxy-time 1s] [-proxy-clients 2]
 package main

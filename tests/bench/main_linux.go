@@ -40,6 +40,8 @@ type options struct {
 	dnsOpts    dnsOptions
 	daemon     bool
 	daemonOpts daemonOptions
+	proxy      bool
+	proxyOpts  proxyOptions
 }
 
 func main() {
@@ -54,17 +56,22 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 360*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" (needs neither root nor the kernel) or \"daemon\"")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), or \"daemon\"")
 	addDNSFlags(flag.CommandLine, &o.dns, &o.dnsOpts)
+	addProxyFlags(flag.CommandLine, &o.proxy, &o.proxyOpts)
 	addDaemonFlags(flag.CommandLine, &o.daemon, &o.daemonOpts)
 	flag.Parse()
 	os.Exit(run(o))
 }
 
 func run(o options) int {
-	dnsOnly, daemonOnly := o.only == "dns", o.only == "daemon"
-	if o.only != "" && !dnsOnly && !daemonOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\" and \"daemon\"\n", o.only)
+	dnsOnly, daemonOnly, proxyOnly := o.only == "dns", o.only == "daemon", o.only == "proxy"
+	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\" and \"daemon\"\n", o.only)
+		return 2
+	}
+	if err := o.proxyOpts.validate(); (o.proxy || proxyOnly) && err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 2
 	}
 	if err := o.daemonOpts.validate(); (o.daemon || daemonOnly) && err != nil {
@@ -82,18 +89,23 @@ func run(o options) int {
 		minTimeout = dnsBudget
 	case daemonOnly:
 		minTimeout = daemonBudget
+	case proxyOnly:
+		minTimeout = proxyBudget
 	case o.dns:
 		minTimeout += dnsBudget
+	}
+	if o.proxy && o.only == "" {
+		minTimeout += proxyBudget
 	}
 	if o.daemon && o.only == "" {
 		minTimeout += daemonBudget
 	}
-	if !dnsOnly && os.Geteuid() != 0 {
+	if !dnsOnly && !proxyOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
 		return 1
 	}
 	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < minTimeout {
-		fmt.Fprintf(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100, 0 < -budget and -timeout ≥ %s (-budget, plus %s with the DNS part and %s with the daemon part)\n", minTimeout, dnsBudget, daemonBudget)
+		fmt.Fprintf(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100, 0 < -budget and -timeout ≥ %s (-budget, plus %s with the DNS part, %s with the proxy part and %s with the daemon part)\n", minTimeout, dnsBudget, proxyBudget, daemonBudget)
 		return 2
 	}
 	// Cleanup runs in deferred calls, so a signal must end the measurement,
@@ -111,6 +123,8 @@ func run(o options) int {
 		measure = benchDNSOnly
 	case daemonOnly:
 		measure = benchDaemonOnly
+	case proxyOnly:
+		measure = benchProxyOnly
 	}
 	missed, err := measure(ctx, o)
 	if err != nil {
@@ -136,6 +150,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	var dnsRes *dnsResult
 	if o.dns {
 		if dnsRes, err = measureDNS(ctx, o.dnsOpts); err != nil {
+			return false, err
+		}
+	}
+	// So does the proxy part.
+	var proxyRes *proxyResult
+	if o.proxy {
+		if proxyRes, err = measureProxy(ctx, o.proxyOpts); err != nil {
 			return false, err
 		}
 	}
@@ -285,6 +306,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 		rows = append(rows, dnsRes.rows()...)
 		missed = missed || dnsRes.missed()
 	}
+	if proxyRes != nil {
+		rows = append(rows, proxyRes.rows()...)
+		missed = missed || proxyRes.missed()
+	}
 	if daemonRes != nil {
 		rows = append(rows, daemonRes.rows()...)
 		missed = missed || daemonRes.missed()
@@ -307,6 +332,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	if dnsRes != nil {
 		fmt.Fprintln(w)
 		dnsRes.describe(w)
+	}
+	if proxyRes != nil {
+		fmt.Fprintln(w)
+		proxyRes.describe(w)
 	}
 	if daemonRes != nil {
 		fmt.Fprintln(w)
