@@ -35,6 +35,10 @@ type upstream struct {
 	// draining are retired sockets with queries still pending: the
 	// timeout sweep must still see them.
 	draining []*upSock
+	// closed is set by close: a query still on its way (a batch being
+	// handled while the resolver closes) must not open a new socket
+	// that nothing would close.
+	closed bool
 }
 
 // waiter is a query waiting for its answer: a synchronous exchange waits
@@ -70,6 +74,9 @@ func newUpstream(addr string, timeout time.Duration) *upstream {
 func (u *upstream) sock(w waiter, advance bool) (*upSock, uint16, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.closed {
+		return nil, 0, fmt.Errorf("upstream %s: %w", u.addr, net.ErrClosed)
+	}
 	i := u.next
 	if advance {
 		u.next = (u.next + 1) % len(u.socks)
@@ -342,6 +349,7 @@ func (u *upstream) exchangeTCP(ctx context.Context, q *dns.Msg) (*dns.Msg, error
 func (u *upstream) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.closed = true
 	for _, s := range u.draining {
 		s.conn.Close()
 	}

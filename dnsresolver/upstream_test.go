@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -133,5 +134,79 @@ func TestUpstreamTimeoutUnregisters(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("context deadline honoured after %v", d)
+	}
+}
+
+// A query that reaches an upstream after Close (a batch still being
+// handled) fails instead of opening a socket nothing would close.
+func TestUpstreamClosedOpensNothing(t *testing.T) {
+	u := newUpstream("127.0.0.1:9", time.Second)
+	u.close()
+	q := new(dns.Msg)
+	q.SetQuestion("a.example.com.", dns.TypeA)
+	if _, _, err := u.sock(waiter{q: q.Question[0], ch: make(chan *dns.Msg, 1)}, true); err == nil {
+		t.Fatal("sock after close succeeded")
+	}
+	for _, s := range u.socks {
+		if s != nil {
+			t.Fatal("a socket was opened after close")
+		}
+	}
+}
+
+// Closing a resolver while queries stream in (and are forwarded) leaves no
+// socket open.
+func TestCloseUnderLoadLeavesNoSocket(t *testing.T) {
+	stub := startStub(t, zone{"api.example.com. A": {"api.example.com. 300 IN A 203.0.113.7"}}, nil)
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd: %v", err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	r, err := New(Config{Policy: testPolicy(t), Upstreams: []string{stub.addr}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ListenLoopback(); err != nil {
+		t.Fatal(err)
+	}
+	p4, _ := r.Ports()
+	c, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", p4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m := new(dns.Msg)
+			m.SetQuestion(fmt.Sprintf("n%d.example.net.", i), dns.TypeA)
+			b, _ := m.Pack()
+			_, _ = c.Write(b)
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if len(stub.queries()) == 0 {
+		t.Fatal("nothing was forwarded: the test would prove nothing")
+	}
+	r.Close()
+	close(stop)
+	<-done
+	c.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for fds() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := fds(); n > before {
+		t.Errorf("%d descriptors open after Close, %d before the resolver", n, before)
 	}
 }
