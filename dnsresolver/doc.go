@@ -33,6 +33,12 @@
 //     Each query is bounded by Timeout per upstream; when all fail, SERVFAIL.
 //   - Answers are cached for their (clamped) TTL; a cache hit needs no
 //     datapath update because the learned entry outlives the cache entry.
+//   - UDP has a loop of its own (udpserve.go): queries and replies move in
+//     batches (recvmmsg/sendmmsg), cache hits are answered from packed
+//     bytes, forwarded queries wait for their answers without a goroutine
+//     each, and the commonest answer (A or AAAA records of the asked name
+//     only) is filtered as bytes (acceptWire, fuzzed against FilterAnswer).
+//     Anything unusual, and TCP, goes through Resolve and miekg/dns.
 //   - PTR queries are answered from what the session learned, or refused.
 //   - localhost names are answered locally with loopback addresses.
 package dnsresolver
