@@ -7,7 +7,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PREFIX    ?= /usr/local
 FUZZTIME  ?= 20s
 
-.PHONY: all generate build test unit lint fuzz bench demo install clean
+.PHONY: all generate build test unit race lint fuzz bench demo install clean
 
 all: build
 
@@ -33,6 +33,12 @@ lint:
 unit:
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 
+# The race detector over the packages whose goroutines share state: the
+# resolver's batched UDP loops, upstream readers and timeout sweep; the
+# proxy's tunnels. Needs cgo (gcc).
+race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./dnsresolver/ ./userspace/proxy/ ./allowlist/
+
 # Bounded fuzzing of the parsers that take hostile input: the allowlist
 # file, DNS answers (filtering and the whole resolve path) and the UDP fast
 # path's query parser and answer filter (held to miekg/dns and FilterAnswer).
@@ -43,8 +49,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
 	$(GO) test -run='^$$' -fuzz='^FuzzAcceptWire$$' -fuzztime=$(FUZZTIME) ./dnsresolver/
 
-# The whole suite: lint, unit and kernel end-to-end tests, bounded fuzzing.
-test: lint unit fuzz
+# The whole suite: lint, unit and kernel end-to-end tests, the race
+# detector, bounded fuzzing.
+test: lint unit race fuzz
 
 bench: build
 	$(GO) run ./tests/bench -sluice bin/sluice

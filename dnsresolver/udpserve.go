@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,6 +80,7 @@ type pendingQuery struct {
 	entry  allowlist.Entry
 	key    cacheKey
 	up     int       // index of the upstream asked
+	sends  int       // how many times it was sent (to any upstream)
 	sent   time.Time // when, for ObserveUpstream
 	errs   []error   // of the upstreams that failed
 }
@@ -270,18 +272,26 @@ func (r *Resolver) sendUpstream(pqs []*pendingQuery) {
 	var groups []*group
 	deadline := time.Now().Add(r.cfg.Timeout)
 	for i, pq := range pqs {
+		// pq is this goroutine's until u.sock publishes it; after that the
+		// answer's reader or the timeout sweep may take it at any time, so
+		// everything about it is set first, and only w is used after.
 		u := r.ups[pq.up]
 		last := i == len(pqs)-1 || pqs[i+1].up != pq.up
+		if pq.sends > 0 {
+			// A retry: the last batch may still be reading the old buffer.
+			pq.buf = slices.Clone(pq.buf)
+			pq.q.question = pq.buf[:len(pq.q.question)]
+		}
+		pq.sends++
+		w := pq.upstreamWire()
+		pq.sent = time.Now()
 		// The name without its final dot: questionIs takes either, and
 		// this one needs no new string.
-		s, id, err := u.sock(waiter{q: dns.Question{Name: pq.q.name, Qtype: pq.q.qtype, Qclass: pq.q.qclass}, async: pq, deadline: deadline}, last)
+		s, _, err := u.sock(waiter{q: dns.Question{Name: pq.q.name, Qtype: pq.q.qtype, Qclass: pq.q.qclass}, async: pq, wire: w, deadline: deadline}, last)
 		if err != nil {
 			r.upstreamFailed(pq, err)
 			continue
 		}
-		w := pq.upstreamWire()
-		w[0], w[1] = byte(id>>8), byte(id)
-		pq.sent = time.Now()
 		var g *group
 		for _, x := range groups {
 			if x.s == s {

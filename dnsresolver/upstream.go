@@ -48,6 +48,7 @@ type waiter struct {
 	q        dns.Question
 	ch       chan *dns.Msg
 	async    *pendingQuery
+	wire     []byte // async: the query to send, whose ID register sets
 	deadline time.Time
 }
 
@@ -119,10 +120,16 @@ func (u *upstream) sock(w waiter, advance bool) (*upSock, uint16, error) {
 // register adds w under a random ID not in use on s; s.mu is held (or s
 // not shared yet). A socket has at most maxUsesPerSocket queries, so a
 // free ID is found quickly.
+//
+// A fast-path query's wire gets its ID here, before the query is
+// published: from then on the reader or the timeout sweep may own it.
 func (s *upSock) register(w waiter) uint16 {
 	for {
 		id := uint16(rand.Uint32())
 		if _, busy := s.pending[id]; !busy {
+			if w.wire != nil {
+				binary.BigEndian.PutUint16(w.wire, id)
+			}
 			s.pending[id] = w
 			return id
 		}
