@@ -236,7 +236,7 @@ func (r *Resolver) listenPair(ip string, prefer uint16) (uint16, error) {
 		}
 		uc := pc.(*net.UDPConn)
 		growReadBuffer(uc)
-		ul := &udpListener{r: r, conn: uc, batch: newBatchConn(uc)}
+		ul := &udpListener{r: r, conn: uc, batch: newBatchConn(uc), generalSlots: make(chan struct{}, maxGeneral)}
 		r.mu.Lock()
 		r.udp = append(r.udp, ul)
 		r.mu.Unlock()

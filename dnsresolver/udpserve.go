@@ -66,9 +66,10 @@ func newBatchConn(c *net.UDPConn) batchConn {
 
 // udpListener is one loopback UDP socket clients ask.
 type udpListener struct {
-	r     *Resolver
-	conn  *net.UDPConn
-	batch batchConn
+	r            *Resolver
+	conn         *net.UDPConn
+	batch        batchConn
+	generalSlots chan struct{} // maxGeneral
 }
 
 // pendingQuery is a query of the fast path waiting for an upstream.
@@ -189,7 +190,16 @@ func (l *udpListener) fast(q *wireQuery, client *net.UDPAddr, now time.Duration,
 	}
 	entry, ok := r.policy.Load().MatchName(q.name)
 	if !ok {
-		return false, nil // refused (with its event) or audited by the general path
+		if r.cfg.Audit {
+			return false, nil // forwarded and reported by the general path
+		}
+		// Refused here, not in a goroutine of the general path: a flood
+		// of names that are not allowed is what an exfiltration attempt
+		// looks like.
+		r.event(Event{Kind: EventRefused, Name: q.name, QType: typeString(q.qtype), Client: client.AddrPort(), Reason: "not in the allowlist"})
+		replies.push(appendEmptyReply(replies.buf(), q, dns.RcodeRefused), client)
+		r.count("", dns.RcodeRefused)
+		return true, nil
 	}
 	key := keyOf(q.name, q.qtype, q.qclass, q.do)
 	if ans, age := r.cache.lookup(key, now); ans != nil {
@@ -220,11 +230,22 @@ func hasSuffix(s, suffix string) bool {
 // upstreamWire is the query to send upstream.
 func (pq *pendingQuery) upstreamWire() []byte { return pq.buf[len(pq.q.question):] }
 
+// maxGeneral bounds the goroutines of the general path per listener; past
+// it, datagrams are dropped (the client retries), as an overloaded server
+// drops them.
+const maxGeneral = 512
+
 // general answers a datagram through Resolve, in a goroutine of its own:
 // a slow upstream must not hold up the queries behind it.
 func (l *udpListener) general(b []byte, client *net.UDPAddr) {
+	select {
+	case l.generalSlots <- struct{}{}:
+	default:
+		return
+	}
 	b = append([]byte(nil), b...)
 	go func() {
+		defer func() { <-l.generalSlots }()
 		req := new(dns.Msg)
 		if err := req.Unpack(b); err != nil {
 			if len(b) < headerLen || b[2]&0x80 != 0 {
