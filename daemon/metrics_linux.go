@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // metrics are the daemon's Prometheus metrics. Per-session connection
@@ -45,6 +47,11 @@ var (
 	descLost     = prometheus.NewDesc("sluice_events_dropped_total", "Deny events lost because a session's ring buffer was full.", []string{"session"}, nil)
 	descLearned  = prometheus.NewDesc("sluice_learned_ips", "Addresses a session learned from DNS.", []string{"session"}, nil)
 	descMapFill  = prometheus.NewDesc("sluice_learned_map_fill_ratio", "Fill of the learned-IP map shared by all sessions.", nil, nil)
+
+	descProxyRequests  = prometheus.NewDesc("sluice_proxy_requests_total", "Requests to a session's allowlist proxy, per session, protocol (connect, http, socks5) and verdict (allowed, refused, failed).", []string{"session", "protocol", "verdict"}, nil)
+	descProxyMalformed = prometheus.NewDesc("sluice_proxy_malformed_total", "Requests a session's allowlist proxy refused as malformed.", []string{"session"}, nil)
+	descProxyActive    = prometheus.NewDesc("sluice_proxy_active_connections", "Client connections open to a session's allowlist proxy.", []string{"session"}, nil)
+	descProxyBytes     = prometheus.NewDesc("sluice_proxy_bytes_total", "Payload a session's allowlist proxy relayed, per direction (up: towards destinations).", []string{"session", "direction"}, nil)
 )
 
 // sessionCollector reads the datapath's counters at scrape time.
@@ -56,6 +63,10 @@ func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLost
 	ch <- descLearned
 	ch <- descMapFill
+	ch <- descProxyRequests
+	ch <- descProxyMalformed
+	ch <- descProxyActive
+	ch <- descProxyBytes
 }
 
 func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
@@ -76,8 +87,27 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 			learnedTotal += n
 			ch <- prometheus.MustNewConstMetric(descLearned, prometheus.GaugeValue, float64(n), ss.info.Name)
 		}
+		if st, ok := ss.s.ProxyStats(); ok {
+			collectProxy(ch, ss.info.Name, st)
+		}
 	}
 	if capacity := c.s.e.Datapath().LearnedCapacity(); capacity > 0 {
 		ch <- prometheus.MustNewConstMetric(descMapFill, prometheus.GaugeValue, float64(learnedTotal)/float64(capacity))
 	}
+}
+
+// collectProxy sends one session proxy's counters.
+func collectProxy(ch chan<- prometheus.Metric, session string, st proxy.Stats) {
+	for _, p := range []struct {
+		name string
+		c    proxy.Counters
+	}{{"connect", st.Connect}, {"http", st.HTTP}, {"socks5", st.SOCKS5}} {
+		ch <- prometheus.MustNewConstMetric(descProxyRequests, prometheus.CounterValue, float64(p.c.Allowed), session, p.name, "allowed")
+		ch <- prometheus.MustNewConstMetric(descProxyRequests, prometheus.CounterValue, float64(p.c.Refused), session, p.name, "refused")
+		ch <- prometheus.MustNewConstMetric(descProxyRequests, prometheus.CounterValue, float64(p.c.Failed), session, p.name, "failed")
+	}
+	ch <- prometheus.MustNewConstMetric(descProxyMalformed, prometheus.CounterValue, float64(st.Malformed), session)
+	ch <- prometheus.MustNewConstMetric(descProxyActive, prometheus.GaugeValue, float64(st.Active), session)
+	ch <- prometheus.MustNewConstMetric(descProxyBytes, prometheus.CounterValue, float64(st.BytesUp), session, "up")
+	ch <- prometheus.MustNewConstMetric(descProxyBytes, prometheus.CounterValue, float64(st.BytesDown), session, "down")
 }

@@ -55,6 +55,15 @@ func (s *Session) registerListeners() error {
 // ProxyAddr is the session's proxy on loopback (invalid without one).
 func (s *Session) ProxyAddr() netip.AddrPort { return s.proxyAddr }
 
+// ProxyStats are the session proxy's counters; ok is false when the
+// session has no proxy.
+func (s *Session) ProxyStats() (st proxy.Stats, ok bool) {
+	if s.proxy == nil {
+		return st, false
+	}
+	return s.proxy.Stats(), true
+}
+
 // ProxyEnv is the environment that points a command at the session's proxy
 // (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY in both cases, NO_PROXY for
 // loopback), or nil without a proxy.

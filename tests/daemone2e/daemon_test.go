@@ -289,7 +289,8 @@ func TestMetricsMoveOnDenial(t *testing.T) {
 	}
 	probe := world.BuildProbe(t)
 	d := f.dir
-	script := fmt.Sprintf(`%[1]s tcp 203.0.113.20 %[2]d; %[1]s tcp 203.0.113.20 %[2]d; echo > %[3]s/done; sleep 5`, probe, f.denied, d)
+	// Two denials in the kernel, one by the session's proxy.
+	script := fmt.Sprintf(`%[1]s tcp 203.0.113.20 %[2]d; %[1]s tcp 203.0.113.20 %[2]d; %[1]s proxy-connect 203.0.113.20 %[2]d; echo > %[3]s/done; sleep 5`, probe, f.denied, d)
 	go f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
 	waitFile(t, d+"/done")
 	body := scrape()
@@ -301,7 +302,11 @@ func TestMetricsMoveOnDenial(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n < 2 {
 		t.Fatalf("denied counter %d after 2 denials", n)
 	}
-	for _, name := range []string{"sluice_sessions 1", "sluice_dns_queries_total", "sluice_audit_events_total{type=\"egress_denied\"}", "sluice_learned_map_fill_ratio"} {
+	pm := regexp.MustCompile(`sluice_proxy_requests_total\{protocol="connect",session="[^"]+",verdict="refused"\} (\d+)`).FindStringSubmatch(body)
+	if pm == nil || pm[1] != "1" {
+		t.Errorf("proxy refusal counter %v after one refused CONNECT:\n%s", pm, body)
+	}
+	for _, name := range []string{"sluice_sessions 1", "sluice_dns_queries_total", "sluice_audit_events_total{type=\"egress_denied\"}", "sluice_audit_events_total{type=\"proxy_refused\"}", "sluice_learned_map_fill_ratio", "sluice_proxy_active_connections", "sluice_proxy_bytes_total"} {
 		if !strings.Contains(body, name) {
 			t.Errorf("metrics lack %s", name)
 		}
