@@ -50,7 +50,7 @@ type Server struct {
 	cfg     Config
 	e       *enforcer.Enforcer
 	machine atomic.Pointer[allowlist.Policy]
-	audit   *auditLog
+	audit   *AuditLog
 	hub     *hub
 	metrics *metrics
 
@@ -103,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.machine.Store(policy)
 	s.fileStamp = stampOf(cfg.AllowlistPath)
-	if s.audit, err = openAudit(cfg.AuditLog); err != nil {
+	if s.audit, err = OpenAuditLog(cfg.AuditLog); err != nil {
 		return nil, err
 	}
 	if s.e, err = enforcer.Open(ecfg); err != nil {

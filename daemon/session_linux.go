@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,68 +95,23 @@ func (ss *session) kernelEvent(ev loader.Event) {
 	case <-ss.started:
 	case <-time.After(time.Second):
 	}
-	uid := ev.UID
-	e := Event{
-		Type: EventEgressDenied, Session: ss.info.Name, PID: ev.PID, Comm: ev.Comm, UID: &uid,
-		Reason: ev.Reason.String(), Message: ev.String(),
+	var learnedFrom func(netip.Addr) []string
+	if r := ss.s.Resolver(); r != nil {
+		learnedFrom = r.LearnedFrom
 	}
-	if ev.Audit {
-		e.Type = EventEgressAudit
-	}
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil {
-		e.Exe = exe
-	}
-	if ev.Addr.IsValid() {
-		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
-		if r := ss.s.Resolver(); r != nil {
-			e.Host = strings.Join(r.LearnedFrom(ev.Addr), ",")
-		}
-	} else {
-		e.Dst = ev.Destination()
-	}
-	ss.deliver(e)
+	ss.deliver(KernelEvent(ss.info.Name, ev, learnedFrom))
 }
 
 func (ss *session) dnsEvent(ev dnsresolver.Event) {
-	e := Event{Session: ss.info.Name, Host: ev.Name, Reason: ev.Reason, Message: ev.String()}
-	switch ev.Kind {
-	case dnsresolver.EventRefused:
-		e.Type = EventDNSRefused
-		if ev.Audit {
-			e.Type = EventDNSAudit
-		}
-	case dnsresolver.EventRebinding:
-		e.Type = EventRebinding
-		if ev.Audit {
-			e.Type = EventRebindingAudit
-		}
-		e.Dst = ev.Addr.String()
-	case dnsresolver.EventCapReached:
-		e.Type = EventCapReached
-	case dnsresolver.EventMapFull:
-		e.Type = EventMapFull
-	default:
-		e.Type = EventUpstreamFailed
-	}
-	if who := ss.s.SocketOwner(ev.Client); who != "" {
-		e.Comm = who
-	}
-	ss.deliver(e)
+	ss.deliver(DNSEvent(ss.info.Name, ev, ss.s.SocketOwner(ev.Client)))
 }
 
 // proxyEvent reports the session proxy's refusals (allowed requests raise
 // no event).
 func (ss *session) proxyEvent(ev proxy.Event) {
-	if ev.Kind != proxy.EventRefused && ev.Kind != proxy.EventRebinding {
-		return
+	if e, ok := ProxyEvent(ss.info.Name, ev); ok {
+		ss.deliver(e)
 	}
-	e := Event{Type: EventProxyRefused, Session: ss.info.Name, Host: ev.Host, Port: ev.Port, Proto: string(ev.Protocol),
-		Reason: ev.Reason, Message: "proxy: " + ev.String()}
-	if ev.Kind == proxy.EventRebinding {
-		e.Type = EventRebinding
-		e.Dst = ev.Addr.String()
-	}
-	ss.deliver(e)
 }
 
 // deliver sends an event everywhere it belongs.

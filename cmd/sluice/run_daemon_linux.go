@@ -53,6 +53,11 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		}
 	}
 
+	audit, err := openRunAudit(o.auditLog)
+	if err != nil {
+		return &exitError{code: exitSluiceError, err: err}
+	}
+	defer audit.close()
 	rep := newReporter(stderr)
 	var name atomic.Value
 	sigs := make(chan os.Signal, 8)
@@ -68,10 +73,22 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		}
 	}()
 	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
-		func(s daemon.SessionInfo) { name.Store(s.Name) },
-		rep.ReportDaemon)
+		func(s daemon.SessionInfo) {
+			name.Store(s.Name)
+			audit.session = s.Name
+			audit.started(s.PID, s.UID, path, s.Policy, argv[0])
+		},
+		func(e daemon.Event) {
+			rep.ReportDaemon(e)
+			audit.write(e)
+		})
 	if err != nil {
 		return &exitError{code: exitSluiceError, err: err}
+	}
+	if code == 0 {
+		audit.ended(nil)
+	} else {
+		audit.ended(&exitError{code: code})
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)

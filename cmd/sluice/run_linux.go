@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/userspace/landlock"
+	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // runConfined is the embedded enforcer: it sets up a session, runs the
@@ -82,28 +84,42 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		return fail(err)
 	}
 	defer e.Close()
+	audit, err := openRunAudit(o.auditLog)
+	if err != nil {
+		return fail(err)
+	}
+	defer audit.close()
 	fmt.Fprintln(stderr, "sluice: mode bpf: the kernel enforces the allowlist for the command and all it starts")
 	rep := newReporter(stderr)
 	var sess atomic.Pointer[enforcer.Session] // set before the command can ask anything
+	owner := func(ev dnsresolver.Event) string {
+		if s := sess.Load(); s != nil {
+			return s.SocketOwner(ev.Client)
+		}
+		return ""
+	}
 	dns := &enforcer.DNSOptions{
 		Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs,
 		OnEvent: func(ev dnsresolver.Event) {
-			rep.ReportDNS(ev, func() string {
-				if s := sess.Load(); s != nil {
-					return s.SocketOwner(ev.Client)
-				}
-				return ""
-			})
+			rep.ReportDNS(ev, func() string { return owner(ev) })
+			if audit.on() {
+				audit.write(daemon.DNSEvent(audit.session, ev, owner(ev)))
+			}
 		},
 	}
 	var prox *enforcer.ProxyOptions
 	if !o.noProxyEnv {
-		prox = &enforcer.ProxyOptions{OnEvent: rep.ReportProxy}
+		prox = &enforcer.ProxyOptions{OnEvent: func(ev proxy.Event) {
+			rep.ReportProxy(ev)
+			audit.proxyEvent(ev)
+		}}
 	}
 	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox})
 	if err != nil {
 		return fail(err)
 	}
+	// Events can come only once the command runs, after this.
+	audit.session = s.Name()
 	sess.Store(s)
 	defer func() {
 		if err := s.Close(); err != nil {
@@ -122,6 +138,13 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 				return // flushed and drained, or closed
 			}
 			rep.Report(ev)
+			if audit.on() {
+				var learnedFrom func(netip.Addr) []string
+				if r := s.Resolver(); r != nil {
+					learnedFrom = r.LearnedFrom
+				}
+				audit.write(daemon.KernelEvent(s.Name(), ev, learnedFrom))
+			}
 		}
 	})
 
@@ -143,6 +166,11 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			return &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
 		}
 		started = true
+		var entries []string
+		for _, en := range s.Policy().Entries() {
+			entries = append(entries, en.String())
+		}
+		audit.started(c.Process.Pid, spawn.UID, path, entries, argv[0])
 		return nil
 	})
 	if !started {
@@ -153,6 +181,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	_ = s.Kill()
 	_ = s.FlushEvents()
 	readers.Wait()
+	audit.ended(waitErr)
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}

@@ -28,8 +28,18 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
+	audit, err := openRunAudit(o.auditLog)
+	if err != nil {
+		return fail(err)
+	}
+	defer audit.close()
+	// No cgroup names this session: the mode and sluice's pid do.
+	audit.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
 	rep := newReporter(stderr)
-	p, err := proxy.New(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: rep.ReportProxy})
+	p, err := proxy.New(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
+		rep.ReportProxy(ev)
+		audit.proxyEvent(ev)
+	}})
 	if err != nil {
 		return fail(err)
 	}
@@ -62,7 +72,22 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	} else if label != modeProxy {
 		fmt.Fprintln(stderr, "sluice: note: --no-proxy-env: the command can reach only loopback")
 	}
-	err = supervise(c, nil)
+	started := false
+	err = supervise(c, func() error {
+		if err := c.Start(); err != nil {
+			return &exitError{code: exitCannotExec, err: err}
+		}
+		started = true
+		var entries []string
+		for _, en := range policy.Entries() {
+			entries = append(entries, en.String())
+		}
+		audit.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
+		return nil
+	})
+	if started {
+		audit.ended(err)
+	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}

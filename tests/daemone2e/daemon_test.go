@@ -29,7 +29,8 @@ func TestRunThroughDaemon(t *testing.T) {
 	if r := f.probe(t, nil, "resolve-tcp", "allowed.test", fmt.Sprint(f.port)); !r.OK {
 		t.Fatalf("allowed name through the daemon: %s", r)
 	}
-	out, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", world.BuildProbe(t), "tcp", world.DeniedV4.String(), fmt.Sprint(f.denied))
+	clientLog := filepath.Join(f.dir, "client-audit.jsonl")
+	out, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--audit-log", clientLog, "--", world.BuildProbe(t), "tcp", world.DeniedV4.String(), fmt.Sprint(f.denied))
 	r, _ := world.ParseProbeResult([]byte(out))
 	if r.OK || r.Errno != "EPERM" || code != 1 {
 		t.Fatalf("denied host: %s (exit %d)", r, code)
@@ -41,6 +42,14 @@ func TestRunThroughDaemon(t *testing.T) {
 	e := f.waitAudit(t, "egress_denied", nil)
 	if e["comm"] != "probe" || e["dst"] != "203.0.113.20" || e["proto"] != "tcp" || e["uid"] != float64(65534) {
 		t.Fatalf("egress_denied audit line lacks who/where: %v", e)
+	}
+	// The client's own --audit-log has the session's story too.
+	var types []string
+	for _, e := range world.ReadAuditLog(t, clientLog) {
+		types = append(types, e["type"].(string))
+	}
+	if len(types) != 3 || types[0] != "session_started" || types[1] != "egress_denied" || types[2] != "session_ended" {
+		t.Errorf("client audit log: %v", types)
 	}
 	// Exit status passes through.
 	if _, _, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", "exit 7"); code != 7 {

@@ -21,12 +21,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sluice-dev/sluice/tests/world"
 )
@@ -200,75 +197,12 @@ func (f *fixture) probe(t *testing.T, flags []string, action ...string) world.Pr
 	return r
 }
 
-// auditEvents parses the audit log; every line must be a JSON object with
-// the fields docs/audit.md promises.
+// auditEvents parses the audit log; every line must match
+// docs/audit.schema.json.
 func (f *fixture) auditEvents(t *testing.T) []map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(f.audit)
-	if err != nil {
-		t.Fatalf("audit log: %v", err)
-	}
-	schema := auditSchema(t)
-	var evs []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit line %q: %v", sc.Text(), err)
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(sc.Bytes()))
-		if err != nil {
-			t.Fatalf("audit line %q: %v", sc.Text(), err)
-		}
-		if err := schema.Validate(doc); err != nil {
-			t.Fatalf("audit line does not match docs/audit.schema.json: %s\n%v", sc.Text(), err)
-		}
-		for _, k := range []string{"time", "type", "message"} {
-			if _, ok := e[k].(string); !ok {
-				t.Fatalf("audit line without %q: %s", k, sc.Text())
-			}
-		}
-		if _, err := time.Parse(time.RFC3339Nano, e["time"].(string)); err != nil {
-			t.Fatalf("audit line with a bad time: %s", sc.Text())
-		}
-		evs = append(evs, e)
-	}
-	return evs
+	return world.ReadAuditLog(t, f.audit)
 }
-
-// auditSchema compiles docs/audit.schema.json, which every audit line
-// must match.
-func auditSchema(t *testing.T) *jsonschema.Schema {
-	t.Helper()
-	schemaOnce.Do(func() {
-		const path = "../../docs/audit.schema.json"
-		b, err := os.ReadFile(path)
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		c := jsonschema.NewCompiler()
-		if schemaErr = c.AddResource(path, doc); schemaErr == nil {
-			compiledSchema, schemaErr = c.Compile(path)
-		}
-	})
-	if schemaErr != nil {
-		t.Fatalf("docs/audit.schema.json: %v", schemaErr)
-	}
-	return compiledSchema
-}
-
-var (
-	schemaOnce     sync.Once
-	compiledSchema *jsonschema.Schema
-	schemaErr      error
-)
 
 // waitAudit waits (bounded) for an audit event of typ matching pred.
 func (f *fixture) waitAudit(t *testing.T, typ string, pred func(map[string]any) bool) map[string]any {

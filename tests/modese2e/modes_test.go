@@ -85,9 +85,30 @@ func TestLandlockModeUnprivileged(t *testing.T) {
 	if !strings.Contains(stderr, "mode landlock") {
 		t.Fatalf("sluice does not say which mode it uses:\n%s", stderr)
 	}
-	r, stderr, _ = run(t, w, true, append(flags, probe, "proxy-connect", world.DeniedV4.String(), denied)...)
+	// --audit-log as the unprivileged user: the refusal is on record.
+	logDir, err := os.MkdirTemp("", "sluice-modes-audit-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(logDir) })
+	if err := os.Chmod(logDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	auditPath := filepath.Join(logDir, "audit.jsonl")
+	audited := []string{"run", "--mode", "landlock", "--allow", "203.0.113.10", "--audit-log", auditPath, "--"}
+	r, stderr, _ = run(t, w, true, append(audited, probe, "proxy-connect", world.DeniedV4.String(), denied)...)
 	if r.OK || !strings.Contains(r.Error, "403") || !strings.Contains(stderr, "proxy: refused connect to 203.0.113.20") {
 		t.Fatalf("denied host through the proxy: %s\n%s", r, stderr)
+	}
+	evs := world.ReadAuditLog(t, auditPath)
+	var types []string
+	refused := false
+	for _, e := range evs {
+		types = append(types, e["type"].(string))
+		refused = refused || (e["type"] == "proxy_refused" && e["host"] == "203.0.113.20" && e["proto"] == "connect")
+	}
+	if !refused || types[0] != "session_started" || types[len(types)-1] != "session_ended" {
+		t.Errorf("landlock mode audit log: %v", evs)
 	}
 	// Programs that ignore the proxy variables fail fast, for the denied
 	// host and even for the allowed one, over TCP and UDP.

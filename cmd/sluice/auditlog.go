@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/userspace/proxy"
+)
+
+// runAudit is `sluice run --audit-log`: the session's denials, and its
+// start and end, as JSON lines in the daemon's audit format
+// (docs/audit.md), so a CI job can keep them as an artifact.
+type runAudit struct {
+	log     *daemon.AuditLog // nil: no --audit-log
+	session string
+	// ready is closed once session_started is written: a denial racing
+	// the start waits for it (a while), so the log tells the story in order.
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+func openRunAudit(path string) (*runAudit, error) {
+	a := &runAudit{ready: make(chan struct{})}
+	if path == "" {
+		return a, nil
+	}
+	l, err := daemon.OpenAuditLog(path)
+	if err != nil {
+		return nil, fmt.Errorf("--audit-log: %w", err)
+	}
+	a.log = l
+	return a, nil
+}
+
+func (a *runAudit) on() bool { return a.log != nil }
+
+func (a *runAudit) write(e daemon.Event) {
+	if a.log == nil {
+		return
+	}
+	if e.Type != daemon.EventSessionStarted {
+		select {
+		case <-a.ready:
+		case <-time.After(time.Second):
+		}
+	}
+	a.log.Write(e)
+}
+
+// proxyEvent writes a refusal of the session's proxy.
+func (a *runAudit) proxyEvent(ev proxy.Event) {
+	if e, ok := daemon.ProxyEvent(a.session, ev); ok {
+		a.write(e)
+	}
+}
+
+// started writes session_started: the command's pid, the uid it runs as,
+// and the session's policy.
+func (a *runAudit) started(pid int, uid uint32, exe string, entries []string, argv0 string) {
+	a.write(daemon.Event{Type: daemon.EventSessionStarted, Session: a.session, PID: uint32(pid), UID: &uid, Exe: exe,
+		Entries: entries, Message: fmt.Sprintf("session %s started: %s", a.session, argv0)})
+	a.readyOnce.Do(func() { close(a.ready) })
+}
+
+// ended writes session_ended with the command's exit status, read from
+// the error supervise returned.
+func (a *runAudit) ended(waitErr error) {
+	code := 0
+	var ee *exitError
+	switch {
+	case errors.As(waitErr, &ee):
+		code = ee.code
+	case waitErr != nil:
+		code = exitSluiceError
+	}
+	a.write(daemon.Event{Type: daemon.EventSessionEnded, Session: a.session, Exit: &code, Message: fmt.Sprintf("session %s ended", a.session)})
+}
+
+func (a *runAudit) close() {
+	if a.log != nil {
+		_ = a.log.Close()
+	}
+}

@@ -1,0 +1,66 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/loader"
+)
+
+// The audit events of a session's enforcement, the same whoever runs the
+// session: the daemon, or `sluice run` embedded (--audit-log).
+
+// KernelEvent is the audit event of a datapath denial (or, in audit mode,
+// of what would have been one). learnedFrom names the host names an
+// address was learned from (nil: none).
+func KernelEvent(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
+	uid := ev.UID
+	e := Event{
+		Type: EventEgressDenied, Session: session, PID: ev.PID, Comm: ev.Comm, UID: &uid,
+		Reason: ev.Reason.String(), Message: ev.String(),
+	}
+	if ev.Audit {
+		e.Type = EventEgressAudit
+	}
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil {
+		e.Exe = exe
+	}
+	if ev.Addr.IsValid() {
+		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
+		if learnedFrom != nil {
+			e.Host = strings.Join(learnedFrom(ev.Addr), ",")
+		}
+	} else {
+		e.Dst = ev.Destination()
+	}
+	return e
+}
+
+// DNSEvent is the audit event of a session resolver's event; comm names
+// the asking process ("" when unknown).
+func DNSEvent(session string, ev dnsresolver.Event, comm string) Event {
+	e := Event{Session: session, Host: ev.Name, Reason: ev.Reason, Message: ev.String(), Comm: comm}
+	switch ev.Kind {
+	case dnsresolver.EventRefused:
+		e.Type = EventDNSRefused
+		if ev.Audit {
+			e.Type = EventDNSAudit
+		}
+	case dnsresolver.EventRebinding:
+		e.Type = EventRebinding
+		if ev.Audit {
+			e.Type = EventRebindingAudit
+		}
+		e.Dst = ev.Addr.String()
+	case dnsresolver.EventCapReached:
+		e.Type = EventCapReached
+	case dnsresolver.EventMapFull:
+		e.Type = EventMapFull
+	default:
+		e.Type = EventUpstreamFailed
+	}
+	return e
+}

@@ -1,0 +1,65 @@
+//go:build linux
+
+package e2e
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/tests/world"
+)
+
+// TestRunAuditLog: `sluice run --audit-log FILE` (embedded, BPF mode)
+// writes the session's start, the kernel's denial with its destination
+// and the end with the exit status, and a later session appends the
+// resolver's refusal, every line in the daemon's documented format
+// (docs/audit.schema.json).
+func TestRunAuditLog(t *testing.T) {
+	w := newWorld(t)
+	p := w.ListenTCP(t, world.DeniedV4)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	start := time.Now()
+	r, run := confinedProbe(t, w, defaultPolicy, []string{"--audit-log", path}, "tcp", world.DeniedV4.String(), port(p))
+	wantDenied(t, r, "connect")
+	w.AssertNothingArrived(t, arrived(start, world.DeniedV4, 0), settle)
+
+	evs := world.ReadAuditLog(t, path)
+	types := []string{}
+	for _, e := range evs {
+		types = append(types, e["type"].(string))
+	}
+	if len(evs) < 3 || types[0] != "session_started" || types[len(types)-1] != "session_ended" {
+		t.Fatalf("audit log types %v, want session_started ... session_ended\n%s", types, run)
+	}
+	first, last := evs[0], evs[len(evs)-1]
+	if first["pid"] == nil || first["uid"] != float64(65534) || first["exe"] == nil || first["session"] == "" {
+		t.Errorf("session_started lacks who: %v", first)
+	}
+	if last["exit"] != float64(1) || last["session"] != first["session"] {
+		t.Errorf("session_ended %v, want exit 1 of session %v", last, first["session"])
+	}
+	found := false
+	for _, e := range evs {
+		if e["type"] == "egress_denied" && e["dst"] == world.DeniedV4.String() && e["port"] == float64(p) && e["proto"] == "tcp" && e["comm"] == "probe" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no egress_denied line for %v:%d/tcp by the probe: %v", world.DeniedV4, p, evs)
+	}
+
+	// A second session appends; the resolver's refusal is on record too.
+	if r, _ := confinedProbe(t, w, defaultPolicy, []string{"--audit-log", path}, "resolve", "exfil.example"); r.OK {
+		t.Fatalf("a name that is not allowed resolved: %s", r)
+	}
+	found = false
+	for _, e := range world.ReadAuditLog(t, path)[len(evs):] {
+		if e["type"] == "dns_refused" && e["host"] == "exfil.example" && e["reason"] == "not in the allowlist" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no dns_refused line for exfil.example")
+	}
+}
