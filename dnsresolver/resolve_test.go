@@ -627,21 +627,22 @@ func TestPerNameCapAndMapFull(t *testing.T) {
 	}
 }
 
-// bigAnswerHook answers big.example.net with TC over UDP and with n A
-// records over TCP.
-func bigAnswerHook(n int) func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
+// manyAnswersHook answers name with n A records; over UDP, with only TC
+// set if truncate is (an upstream that honours the size sluice asks for),
+// or with all n regardless (one that does not).
+func manyAnswersHook(name string, n int, truncate bool) func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
 	return func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
-		if len(req.Question) != 1 || req.Question[0].Name != "big.example.net." {
+		if len(req.Question) != 1 || req.Question[0].Name != name {
 			return false
 		}
 		m := new(dns.Msg)
 		m.SetReply(req)
-		if !tcp {
+		if !tcp && truncate {
 			m.Truncated = true
 		} else {
 			for i := range n {
 				m.Answer = append(m.Answer, &dns.A{
-					Hdr: dns.RR_Header{Name: "big.example.net.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300},
+					Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300},
 					A:   net.IPv4(203, 0, 113, byte(i+1)),
 				})
 			}
@@ -649,6 +650,12 @@ func bigAnswerHook(n int) func(w dns.ResponseWriter, req *dns.Msg, tcp bool) boo
 		_ = w.WriteMsg(m)
 		return true
 	}
+}
+
+// bigAnswerHook answers big.example.net with TC over UDP and with n A
+// records over TCP.
+func bigAnswerHook(n int) func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
+	return manyAnswersHook("big.example.net.", n, true)
 }
 
 func TestTruncation(t *testing.T) {

@@ -257,33 +257,14 @@ func TestLearnedGCKeepsWhatWasExtended(t *testing.T) {
 	}
 }
 
-// oversizedHook answers huge.example.net with n A records over both UDP
-// and TCP, never setting TC: an upstream ignoring the EDNS0 size sluice
-// asked for.
-func oversizedHook(n int) func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
-	return func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
-		if len(req.Question) != 1 || req.Question[0].Name != "huge.example.net." {
-			return false
-		}
-		m := new(dns.Msg)
-		m.SetReply(req)
-		for i := range n {
-			m.Answer = append(m.Answer, &dns.A{
-				Hdr: dns.RR_Header{Name: "huge.example.net.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300},
-				A:   net.IPv4(203, 0, 113, byte(i+1)),
-			})
-		}
-		_ = w.WriteMsg(m)
-		return true
-	}
-}
-
 // The fast path's UDP client asks first: a truncated upstream answer is
 // fetched again over TCP by the fast path itself, and an answer longer
 // than sluice reads over UDP is treated as truncated.
 func TestFastPathTruncatedAndOversizedAnswers(t *testing.T) {
 	hooks := func(w dns.ResponseWriter, req *dns.Msg, tcp bool) bool {
-		return bigAnswerHook(100)(w, req, tcp) || oversizedHook(200)(w, req, tcp)
+		// huge.example.net: an upstream ignoring the EDNS0 size sluice
+		// asked for, never setting TC.
+		return bigAnswerHook(100)(w, req, tcp) || manyAnswersHook("huge.example.net.", 200, false)(w, req, tcp)
 	}
 	e := newEnv(t, nil, hooks, func(c *Config) { c.MaxIPsPerName = 250 })
 	for name, n := range map[string]int{"big.example.net.": 100, "huge.example.net.": 200} {
