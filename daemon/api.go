@@ -70,6 +70,9 @@ type Event struct {
 	Actor   *uint32   `json:"actor_uid,omitempty"`
 	Entries []string  `json:"entries,omitempty"`
 	Exit    *int      `json:"exit,omitempty"`
+	// Suppressed is how many deny events an events_suppressed line stands
+	// for.
+	Suppressed int `json:"suppressed,omitempty"`
 }
 
 // Event types.
@@ -90,6 +93,7 @@ const (
 	EventPolicyChanged  = "policy_changed"
 	EventPolicyInvalid  = "policy_invalid"
 	EventSessionRefused = "session_refused"
+	EventSuppressed     = "events_suppressed"
 	EventDaemonStarted  = "daemon_started"
 	EventDaemonStopped  = "daemon_stopped"
 )

@@ -201,7 +201,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		return nil, err
 	}
 
-	ss := &session{srv: s, requested: requested, done: make(chan struct{}), stream: make(chan Event, 64), started: make(chan struct{}),
+	ss := &session{srv: s, limit: NewEventLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan Event, 64), started: make(chan struct{}),
 		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),

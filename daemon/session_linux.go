@@ -26,6 +26,7 @@ const recentMax = 20
 // session is a daemon-owned enforcer session and the command in it.
 type session struct {
 	srv       *Server
+	limit     *EventLimiter
 	s         *enforcer.Session
 	info      SessionInfo
 	requested *allowlist.Policy // what the client asked for; nil = the machine's
@@ -114,9 +115,29 @@ func (ss *session) proxyEvent(ev proxy.Event) {
 	}
 }
 
-// deliver sends an event everywhere it belongs.
+// deliver sends a deny event everywhere it belongs, within the session's
+// rate limit (ratelimit.go).
 func (ss *session) deliver(e Event) {
-	e.Time = time.Now().UTC()
+	now := time.Now()
+	ok, report := ss.limit.Allow(now)
+	if !ok {
+		return
+	}
+	if report > 0 {
+		ss.reportSuppressed(report)
+	}
+	e.Time = now.UTC()
+	ss.publish(e)
+}
+
+// reportSuppressed writes the events_suppressed line for n events.
+func (ss *session) reportSuppressed(n int) {
+	ss.publish(SuppressedEvent(ss.info.Name, n))
+}
+
+// publish sends e to the audit log, the metrics and the subscribers, the
+// session's recent denials and its client's stream.
+func (ss *session) publish(e Event) {
 	ss.srv.emit(e)
 	ss.mu.Lock()
 	ss.recent = append(ss.recent, e)
@@ -162,6 +183,9 @@ func (ss *session) end(code int) {
 	ss.srv.drainEvents()
 	if err := ss.s.Close(); err != nil {
 		ss.srv.emit(Event{Type: EventSessionEnded, Session: ss.info.Name, Message: "cleanup: " + err.Error()})
+	}
+	if n := ss.limit.Flush(); n > 0 {
+		ss.reportSuppressed(n)
 	}
 	_ = os.Remove(ss.srv.recordPath(ss.info.Name))
 	// Publish while the session is still known, so its owner's event
@@ -229,7 +253,7 @@ func (s *Server) adoptAll() {
 }
 
 func (s *Server) adopt(r record) error {
-	ss := &session{srv: s, done: make(chan struct{}), started: closedChan(),
+	ss := &session{srv: s, limit: NewEventLimiter(), done: make(chan struct{}), started: closedChan(),
 		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit}}
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)

@@ -20,10 +20,11 @@ type runAudit struct {
 	// the start waits for it (a while), so the log tells the story in order.
 	ready     chan struct{}
 	readyOnce sync.Once
+	limit     *daemon.EventLimiter // deny lines, as the daemon limits them
 }
 
 func openRunAudit(path string) (*runAudit, error) {
-	a := &runAudit{ready: make(chan struct{})}
+	a := &runAudit{ready: make(chan struct{}), limit: daemon.NewEventLimiter()}
 	if path == "" {
 		return a, nil
 	}
@@ -45,6 +46,15 @@ func (a *runAudit) write(e daemon.Event) {
 		select {
 		case <-a.ready:
 		case <-time.After(time.Second):
+		}
+	}
+	if e.Type != daemon.EventSessionStarted && e.Type != daemon.EventSessionEnded {
+		ok, report := a.limit.Allow(time.Now())
+		if !ok {
+			return
+		}
+		if report > 0 {
+			a.log.Write(daemon.SuppressedEvent(a.session, report))
 		}
 	}
 	a.log.Write(e)
@@ -75,6 +85,11 @@ func (a *runAudit) ended(waitErr error) {
 		code = ee.code
 	case waitErr != nil:
 		code = exitSluiceError
+	}
+	if a.log != nil {
+		if n := a.limit.Flush(); n > 0 {
+			a.log.Write(daemon.SuppressedEvent(a.session, n))
+		}
 	}
 	a.write(daemon.Event{Type: daemon.EventSessionEnded, Session: a.session, Exit: &code, Message: fmt.Sprintf("session %s ended", a.session)})
 }

@@ -430,3 +430,39 @@ func TestCallersElsewhereRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestDenialFloodIsRateLimited: a session that makes thousands of denials
+// in a moment gets at most the burst written, and events_suppressed lines
+// account for the rest; the kernel still refuses every one.
+func TestDenialFloodIsRateLimited(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	const n = 3000
+	script := fmt.Sprintf(`for i in $(seq %d); do : 2>/dev/null >/dev/tcp/203.0.113.20/%d; done; true`, n, f.denied)
+	start := time.Now()
+	if _, _, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "bash", "-c", script); code != 0 {
+		t.Fatalf("flood script exit %d", code)
+	}
+	elapsed := time.Since(start)
+	f.w.AssertNothingArrived(t, world.To(world.DeniedV4), 200*time.Millisecond)
+	end := f.waitAudit(t, "session_ended", nil)
+	session := end["session"]
+	written, suppressed := 0, 0
+	for _, e := range f.auditEvents(t) {
+		if e["session"] != session {
+			continue
+		}
+		switch e["type"] {
+		case "egress_denied":
+			written++
+		case "events_suppressed":
+			suppressed += int(e["suppressed"].(float64))
+		}
+	}
+	t.Logf("%d denials in %v: %d written, %d suppressed", n, elapsed, written, suppressed)
+	if most := 1000 + int(100*elapsed.Seconds()) + 10; written > most {
+		t.Errorf("%d deny lines written, more than the limit allows (%d)", written, most)
+	}
+	if suppressed == 0 || written+suppressed < n*2/3 || written+suppressed > n {
+		t.Errorf("written %d + suppressed %d: want the flood accounted for (%d, less any the kernel's ring dropped)", written, suppressed, n)
+	}
+}

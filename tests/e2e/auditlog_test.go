@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -61,5 +62,38 @@ func TestRunAuditLog(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no dns_refused line for exfil.example")
+	}
+}
+
+// TestRunAuditLogRateLimit: a flood of denials writes at most the burst,
+// and events_suppressed accounts for the rest, as in the daemon's log.
+func TestRunAuditLogRateLimit(t *testing.T) {
+	w := newWorld(t)
+	p := w.ListenTCP(t, world.DeniedV4)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	const n = 3000
+	script := fmt.Sprintf(`for i in $(seq %d); do : 2>/dev/null >/dev/tcp/%s/%d; done; true`, n, world.DeniedV4, p)
+	start := time.Now()
+	run := runSluice(t, w, runArgs(defaultPolicy, []string{"--audit-log", path}, "bash", "-c", script)...)
+	if run.Code != 0 {
+		t.Fatalf("flood: %v", run)
+	}
+	elapsed := time.Since(start)
+	w.AssertNothingArrived(t, arrived(start, world.DeniedV4, 0), settle)
+	written, suppressed := 0, 0
+	for _, e := range world.ReadAuditLog(t, path) {
+		switch e["type"] {
+		case "egress_denied":
+			written++
+		case "events_suppressed":
+			suppressed += int(e["suppressed"].(float64))
+		}
+	}
+	t.Logf("%d denials in %v: %d written, %d suppressed", n, elapsed, written, suppressed)
+	if most := 1000 + int(100*elapsed.Seconds()) + 10; written > most {
+		t.Errorf("%d deny lines written, more than the limit allows (%d)", written, most)
+	}
+	if suppressed == 0 || written+suppressed < n*2/3 || written+suppressed > n {
+		t.Errorf("written %d + suppressed %d: want the flood accounted for (%d, less any the kernel's ring dropped)", written, suppressed, n)
 	}
 }

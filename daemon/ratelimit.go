@@ -1,0 +1,70 @@
+package daemon
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A confined program can make denials as fast as the kernel refuses them
+// (a connect loop, a flood of refused DNS names): an audit line each would
+// let it fill the disk under the log. Like auditd's rate limit, a session
+// writes at most eventBurst deny lines at once and eventRate a second after
+// that; the rest are counted, and an events_suppressed line says how many,
+// at most once a second and when the session ends. The counters
+// (sluice_connections_total, sluice_dns_queries_total...) still count
+// every decision.
+const (
+	eventBurst = 1000
+	eventRate  = 100 // lines a second once the burst is spent
+)
+
+// EventLimiter is a session's token bucket for deny lines; `sluice run
+// --audit-log` uses it too.
+type EventLimiter struct {
+	mu         sync.Mutex
+	tokens     float64
+	last       time.Time
+	suppressed int
+	reported   time.Time // when the last events_suppressed line went out
+}
+
+// NewEventLimiter returns a full bucket.
+func NewEventLimiter() *EventLimiter { return &EventLimiter{tokens: eventBurst} }
+
+// Allow says whether an event at now may be written, and how many were
+// suppressed before it that must be reported first (0: none, or not yet:
+// at most one report a second).
+func (l *EventLimiter) Allow(now time.Time) (ok bool, report int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() {
+		l.tokens = min(eventBurst, l.tokens+now.Sub(l.last).Seconds()*eventRate)
+	}
+	l.last = now
+	if l.tokens < 1 {
+		l.suppressed++
+		return false, 0
+	}
+	l.tokens--
+	if l.suppressed > 0 && now.Sub(l.reported) >= time.Second {
+		report, l.suppressed, l.reported = l.suppressed, 0, now
+	}
+	return true, report
+}
+
+// Flush returns the suppressed events not reported yet.
+func (l *EventLimiter) Flush() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.suppressed
+	l.suppressed = 0
+	return n
+}
+
+// SuppressedEvent is the events_suppressed line for n of session's deny
+// lines.
+func SuppressedEvent(session string, n int) Event {
+	return Event{Type: EventSuppressed, Session: session, Suppressed: n, Time: time.Now().UTC(),
+		Message: fmt.Sprintf("%d more denials of session %s not written (over %d a second; the counters have them all)", n, session, eventRate)}
+}
