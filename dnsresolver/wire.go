@@ -42,8 +42,9 @@ type wireQuery struct {
 
 // parseQuery reads a query of the common shape: a standard query with one
 // question whose labels are letters, digits, '-' or '_', no answer or
-// authority records, and at most an EDNS0 (version 0) OPT record. ok is
-// false for anything else, which then takes the general path.
+// authority records, and at most an EDNS0 (version 0) OPT record without
+// options. ok is false for anything else, which then takes the general
+// path.
 func parseQuery(b []byte) (q wireQuery, ok bool) {
 	if len(b) < headerLen+1+4 {
 		return q, false
@@ -104,10 +105,13 @@ func parseQuery(b []byte) (q wireQuery, ok bool) {
 		if off+optLen > len(b) || b[off] != 0 || binary.BigEndian.Uint16(b[off+1:]) != dns.TypeOPT || b[off+6] != 0 {
 			return q, false // not an OPT record, or an EDNS version sluice does not speak
 		}
+		if binary.BigEndian.Uint16(b[off+9:]) != 0 {
+			return q, false // EDNS options: miekg/dns judges them on the general path
+		}
 		q.edns = true
 		q.limit = max(int(binary.BigEndian.Uint16(b[off+3:])), dns.MinMsgSize)
 		q.do = b[off+7]&0x80 != 0
-		off += optLen + int(binary.BigEndian.Uint16(b[off+9:]))
+		off += optLen
 	}
 	if off != len(b) {
 		return q, false // trailing bytes, or options longer than the datagram
