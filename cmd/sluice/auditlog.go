@@ -48,6 +48,11 @@ func (a *runAudit) write(e daemon.Event) {
 		case <-time.After(time.Second):
 		}
 	}
+	// Read only now: session is set before session_started, and the
+	// wait above orders that before this.
+	if e.Session == "" {
+		e.Session = a.session
+	}
 	if e.Type != daemon.EventSessionStarted && e.Type != daemon.EventSessionEnded {
 		ok, report := a.limit.Allow(time.Now())
 		if !ok {
@@ -62,7 +67,7 @@ func (a *runAudit) write(e daemon.Event) {
 
 // proxyEvent writes a refusal of the session's proxy.
 func (a *runAudit) proxyEvent(ev proxy.Event) {
-	if e, ok := daemon.ProxyEvent(a.session, ev); ok {
+	if e, ok := daemon.ProxyEvent("", ev); ok {
 		a.write(e)
 	}
 }
@@ -86,10 +91,11 @@ func (a *runAudit) ended(waitErr error) {
 	case waitErr != nil:
 		code = exitSluiceError
 	}
-	if a.log != nil {
-		if n := a.limit.Flush(); n > 0 {
-			a.log.Write(daemon.SuppressedEvent(a.session, n))
-		}
+	if a.log == nil {
+		return
+	}
+	if n := a.limit.Flush(); n > 0 {
+		a.log.Write(daemon.SuppressedEvent(a.session, n))
 	}
 	a.write(daemon.Event{Type: daemon.EventSessionEnded, Session: a.session, Exit: &code, Message: fmt.Sprintf("session %s ended", a.session)})
 }

@@ -103,7 +103,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		OnEvent: func(ev dnsresolver.Event) {
 			rep.ReportDNS(ev, func() string { return owner(ev) })
 			if audit.on() {
-				audit.write(daemon.DNSEvent(audit.session, ev, owner(ev)))
+				audit.write(daemon.DNSEvent("", ev, owner(ev)))
 			}
 		},
 	}
