@@ -93,9 +93,14 @@ const (
 	EventPolicyChanged  = "policy_changed"
 	EventPolicyInvalid  = "policy_invalid"
 	EventSessionRefused = "session_refused"
-	EventSuppressed     = "events_suppressed"
-	EventDaemonStarted  = "daemon_started"
-	EventDaemonStopped  = "daemon_stopped"
+	// EventPolicyChangeRefused: a caller was refused (403) a change to the
+	// machine allowlist. An agent trying to open hosts for itself is what
+	// an auditor most wants to see, so the attempt is kept, not only the
+	// changes that were made.
+	EventPolicyChangeRefused = "policy_change_refused"
+	EventSuppressed          = "events_suppressed"
+	EventDaemonStarted       = "daemon_started"
+	EventDaemonStopped       = "daemon_stopped"
 )
 
 // StreamMessage is one NDJSON line of a create response: first Session,

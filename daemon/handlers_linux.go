@@ -447,12 +447,17 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) (peer, bool) {
 		writeErr(w, err)
 		return peer{}, false
 	}
+	var refused error
 	if !s.isAdmin(c.peer) {
-		writeErr(w, fail(http.StatusForbidden, "changing the machine allowlist needs root or the admin group"))
-		return c.peer, false
+		refused = fail(http.StatusForbidden, "changing the machine allowlist needs root or the admin group")
+	} else if confined, _ := s.callerSession(c.peer); confined {
+		refused = fail(http.StatusForbidden, "the machine allowlist cannot be changed from inside a sluice session")
 	}
-	if confined, _ := s.callerSession(c.peer); confined {
-		writeErr(w, fail(http.StatusForbidden, "the machine allowlist cannot be changed from inside a sluice session"))
+	if refused != nil {
+		uid := c.peer.UID
+		s.emitRefusal(Event{Type: EventPolicyChangeRefused, Actor: &uid, PID: uint32(max(c.peer.PID, 0)), Reason: refused.Error(),
+			Message: fmt.Sprintf("refused %s %s for uid %d (pid %d): %v", r.Method, r.URL.Path, c.peer.UID, c.peer.PID, refused)})
+		writeErr(w, refused)
 		return c.peer, false
 	}
 	return c.peer, true
@@ -601,6 +606,19 @@ func (s *Server) auditRefusal(p peer, err error) {
 		return
 	}
 	uid := p.UID
-	s.emit(Event{Type: EventSessionRefused, Actor: &uid, PID: uint32(max(p.PID, 0)), Reason: he.msg,
+	s.emitRefusal(Event{Type: EventSessionRefused, Actor: &uid, PID: uint32(max(p.PID, 0)), Reason: he.msg,
 		Message: fmt.Sprintf("refused a session for uid %d (pid %d): %s", p.UID, p.PID, he.msg)})
+}
+
+// emitRefusal writes an API refusal line within the daemon's refusal rate
+// limit (ratelimit.go).
+func (s *Server) emitRefusal(e Event) {
+	ok, report := s.refusals.Allow(time.Now())
+	if !ok {
+		return
+	}
+	if report > 0 {
+		s.emit(SuppressedEvent("", report))
+	}
+	s.emit(e)
 }

@@ -63,8 +63,12 @@ func (l *EventLimiter) Flush() int {
 }
 
 // SuppressedEvent is the events_suppressed line for n of session's deny
-// lines.
+// lines; session "" stands for the daemon API's refusal lines.
 func SuppressedEvent(session string, n int) Event {
+	if session == "" {
+		return Event{Type: EventSuppressed, Suppressed: n, Time: time.Now().UTC(),
+			Message: fmt.Sprintf("%d more refused API requests not written (over %d a second)", n, eventRate)}
+	}
 	return Event{Type: EventSuppressed, Session: session, Suppressed: n, Time: time.Now().UTC(),
 		Message: fmt.Sprintf("%d more denials of session %s not written (over %d a second; the counters have them all)", n, session, eventRate)}
 }

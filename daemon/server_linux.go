@@ -53,6 +53,10 @@ type Server struct {
 	audit   *AuditLog
 	hub     *hub
 	metrics *metrics
+	// refusals limits the API's refusal lines (session_refused,
+	// policy_change_refused): a confined agent can repeat a refused
+	// request in a loop as it can a refused connect.
+	refusals *EventLimiter
 
 	sessionGID, adminGID     uint32
 	hasSessionGID, hasAdmGID bool
@@ -90,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SessionGroup == "" {
 		cfg.SessionGroup = "sluice"
 	}
-	s := &Server{cfg: cfg, hub: newHub(), sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, hub: newHub(), refusals: NewEventLimiter(), sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
 	s.sessionGID, s.hasSessionGID = lookupGroup(cfg.SessionGroup)
 	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
 
@@ -218,6 +222,9 @@ func (s *Server) Shutdown() error {
 		_ = s.metricsSrv.Shutdown(ctx)
 	}
 	s.wg.Wait()
+	if n := s.refusals.Flush(); n > 0 {
+		s.emit(SuppressedEvent("", n))
+	}
 	s.emit(Event{Type: EventDaemonStopped, Message: "sluice daemon stopped; running sessions stay confined"})
 	// Sessions are left as they are: confined, recorded, their commands
 	// running; the next daemon adopts them.

@@ -353,6 +353,35 @@ func TestConfinedCallerCannotWiden(t *testing.T) {
 	}
 }
 
+// TestConfinedAdminCannotChangeAllowlist: a member of the admin group may
+// change the machine allowlist, but not from inside a session: an agent
+// running as that user would otherwise open any host for itself.
+func TestConfinedAdminCannotChangeAllowlist(t *testing.T) {
+	f := newFixtureFlags(t, []string{"--admin-group", "65534"}, "203.0.113.10")
+	d := f.dir
+	script := fmt.Sprintf(`%[1]s --socket %[2]s allow 203.0.113.20 2> %[3]s/allow.err; echo $? > %[3]s/allow.tmp; mv %[3]s/allow.tmp %[3]s/allow.code`,
+		sluiceBin, f.sock, d)
+	f.sluice(t, 65534, 65534, "run", "--", "sh", "-c", script)
+	code := strings.TrimSpace(string(waitFile(t, d+"/allow.code")))
+	msg, _ := os.ReadFile(d + "/allow.err")
+	if code == "0" || !strings.Contains(string(msg), "cannot be changed from inside a sluice session") {
+		t.Fatalf("an admin inside a session changed the machine allowlist: exit %s: %s", code, msg)
+	}
+	if _, body := f.api(t, "GET", "/v1/allowlist", nil); strings.Contains(body, "203.0.113.20") {
+		t.Fatalf("the refused change reached the machine allowlist: %s", body)
+	}
+	f.waitAudit(t, "policy_change_refused", func(e map[string]any) bool {
+		return e["actor_uid"] == float64(65534) && strings.Contains(fmt.Sprint(e["reason"]), "inside a sluice session")
+	})
+	// The positive twin: the same user, outside a session, may.
+	if _, stderr, code := f.sluice(t, 65534, 65534, "allow", "203.0.113.20"); code != 0 {
+		t.Fatalf("an admin outside a session could not change the allowlist: exit %d %s", code, stderr)
+	}
+	if _, body := f.api(t, "GET", "/v1/allowlist", nil); !strings.Contains(body, "203.0.113.20") {
+		t.Fatalf("the admin's change is not in the machine allowlist: %s", body)
+	}
+}
+
 func TestAllowlistFileThroughDaemon(t *testing.T) {
 	f := newFixture(t, "203.0.113.10", "203.0.113.20")
 	file := filepath.Join(f.dir, "session.json")
@@ -467,5 +496,53 @@ func TestDenialFloodIsRateLimited(t *testing.T) {
 	}
 	if written > most || suppressed == 0 || written+suppressed > n {
 		t.Errorf("written %d + suppressed %d of %d denials: want at most %d written and the rest counted as suppressed", written, suppressed, n, most)
+	}
+}
+
+// TestRefusalFloodIsRateLimited: refused API requests are written within
+// the same limit as a session's denials, so an agent repeating one in a
+// loop cannot fill the disk, and every refusal is either written or
+// counted in a sessionless events_suppressed line.
+func TestRefusalFloodIsRateLimited(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	const n = 3000
+	// Beyond the machine allowlist: 403 before any descriptor is needed.
+	body := []byte(`{"argv": ["/bin/true"], "user": "65534:65534", "allow": ["198.51.100.99"]}`)
+	start := time.Now()
+	for i := range n + 1 {
+		if i == n {
+			// Tokens come back at 100 a second, and the count is
+			// reported with the next line written after a second.
+			time.Sleep(1100 * time.Millisecond)
+		}
+		if code, resp := f.api(t, "POST", "/v1/sessions", body); code != http.StatusForbidden {
+			t.Fatalf("request %d: %d %s, want 403", i, code, resp)
+		}
+	}
+	elapsed := time.Since(start)
+	written, suppressed := 0, 0
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		written, suppressed = 0, 0
+		for _, e := range f.auditEvents(t) {
+			switch {
+			case e["type"] == "session_refused":
+				written++
+			case e["type"] == "events_suppressed" && e["session"] == nil:
+				suppressed += int(e["suppressed"].(float64))
+			}
+		}
+		if written+suppressed >= n+1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d refusals in %v: %d written, %d suppressed", n+1, elapsed, written, suppressed)
+	most := 1000 + int(100*elapsed.Seconds()) + 10
+	if most >= n {
+		t.Skipf("the requests took %v: too slow to exceed the rate limit", elapsed)
+	}
+	if suppressed == 0 || written+suppressed != n+1 || written > most {
+		t.Fatalf("written %d + suppressed %d of %d refusals: want at most %d written and every refusal accounted for", written, suppressed, n+1, most)
 	}
 }

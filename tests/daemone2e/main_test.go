@@ -63,15 +63,21 @@ type fixture struct {
 	allow    string
 	audit    string
 	daemon   *exec.Cmd
-	port     uint16 // TCP server on AllowedV4
-	denied   uint16 // TCP server on DeniedV4
+	port     uint16   // TCP server on AllowedV4
+	denied   uint16   // TCP server on DeniedV4
+	extra    []string // more daemon flags
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
+	return newFixtureFlags(t, nil, allowed...)
+}
+
+// newFixtureFlags is newFixture with more daemon flags (later flags win).
+func newFixtureFlags(t *testing.T, flags []string, allowed ...string) *fixture {
 	w := world.New(t)
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir()}
+	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), extra: flags}
 	_ = os.Chmod(filepath.Dir(f.dir), 0o755)
 	_ = os.Chmod(f.dir, 0o777)
 	f.sock = filepath.Join(f.dir, "sluice.sock")
@@ -116,9 +122,10 @@ func (f *fixture) writeFile(t *testing.T, path string, b []byte) {
 
 func (f *fixture) startDaemon(t *testing.T) {
 	t.Helper()
-	c := f.w.ClientCmd(context.Background(), sluiceBin, "daemon",
-		"--socket", f.sock, "--allowlist", f.allow, "--state-dir", "/run/"+f.instance, "--audit-log", f.audit,
-		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534")
+	args := append([]string{"daemon",
+		"--socket", f.sock, "--allowlist", f.allow, "--state-dir", "/run/" + f.instance, "--audit-log", f.audit,
+		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, f.extra...)
+	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
 	var errb bytes.Buffer
 	c.Stdout, c.Stderr = &errb, &errb
