@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -110,20 +111,22 @@ func TestRawSocket(t *testing.T) {
 // kernel has no SCTP (the probe reports it as unsupported).
 func TestSCTP(t *testing.T) {
 	w := newWorld(t)
-	const sctpPort = "9"
+	// The twin has a port of its own: its association's INIT
+	// retransmissions and ABORT may arrive after the confined runs start.
+	const sctpPort, twinPort = 9, 7
+	sctpTo := func(start time.Time, a netip.Addr, port uint16) world.Filter {
+		return world.All(world.Since(start), world.ToPort(a, port), world.Proto(unix.IPPROTO_SCTP))
+	}
 	start := time.Now()
-	twin := w.RunProbe(t, nobody, "-timeout", "500ms", "sctp", world.AllowedV4.String(), sctpPort)
+	twin := w.RunProbe(t, nobody, "-timeout", "500ms", "sctp", world.AllowedV4.String(), fmt.Sprint(twinPort))
 	if twin.Unsupported {
 		t.Skipf("this kernel has no SCTP: %v", twin)
 	}
-	sctpTo := func(start time.Time, a netip.Addr) world.Filter {
-		return world.All(world.Since(start), world.To(a), world.Proto(unix.IPPROTO_SCTP))
-	}
-	wantArrival(t, w, sctpTo(start, world.AllowedV4), "the unconfined SCTP INIT")
+	wantArrival(t, w, sctpTo(start, world.AllowedV4, twinPort), "the unconfined SCTP INIT")
 
 	for _, host := range []netip.Addr{world.AllowedV4, world.DeniedV4} {
 		start = time.Now()
-		r, run := confinedProbe(t, w, defaultPolicy, nil, "-timeout", "500ms", "sctp", host.String(), sctpPort)
+		r, run := confinedProbe(t, w, defaultPolicy, nil, "-timeout", "500ms", "sctp", host.String(), fmt.Sprint(sctpPort))
 		if r.Unsupported {
 			t.Fatalf("sctp unsupported inside the session but not outside: %v", r)
 		}
@@ -131,6 +134,6 @@ func TestSCTP(t *testing.T) {
 		if !strings.Contains(run.Stderr, socketReason) {
 			t.Errorf("stderr does not explain the refused SCTP socket:\n%s", run.Stderr)
 		}
-		w.AssertNothingArrived(t, sctpTo(start, host), settle)
+		w.AssertNothingArrived(t, sctpTo(start, host, sctpPort), settle)
 	}
 }

@@ -115,7 +115,10 @@ func TestMappedIPv4(t *testing.T) {
 func TestIOURingRefused(t *testing.T) {
 	w := newWorld(t)
 	p := w.ListenTCP(t, world.AllowedV4)
-	if r := w.RunProbe(t, nobody, "iouring", world.AllowedV4.String(), port(p)); !r.OK {
+	// The twin has a port of its own: its connection's last packets (the
+	// ACK of the server's FIN) may arrive after the confined run starts.
+	twinPort := w.ListenTCP(t, world.AllowedV4)
+	if r := w.RunProbe(t, nobody, "iouring", world.AllowedV4.String(), port(twinPort)); !r.OK {
 		t.Skipf("io_uring is not usable here even unconfined: %s", r)
 	}
 	start := time.Now()
@@ -142,10 +145,13 @@ func TestFastOpen(t *testing.T) {
 				deniedPort := w.ListenTCP(t, tc.denied)
 				allowedPort := w.ListenTCP(t, tc.allowed)
 				// Unconfined, the denied host is reachable this way
-				// (and, for TFO, the client gets a cookie, so a later
-				// attempt would carry data in its SYN).
+				// (and, for TFO, the client gets a cookie for the host,
+				// so a later attempt would carry data in its SYN). The
+				// twin uses a port of its own: its connections' last
+				// packets may arrive after the confined run starts.
+				twinPort := w.ListenTCP(t, tc.denied)
 				for range 2 {
-					if r := w.RunProbe(t, nobody, action, tc.denied.String(), port(deniedPort)); !r.OK {
+					if r := w.RunProbe(t, nobody, action, tc.denied.String(), port(twinPort)); !r.OK {
 						t.Fatalf("unconfined %s to %v: %v", action, tc.denied, r)
 					}
 				}
@@ -154,7 +160,7 @@ func TestFastOpen(t *testing.T) {
 				r, run := confinedProbe(t, w, defaultPolicy, nil, action, tc.denied.String(), port(deniedPort))
 				wantDenied(t, r, "")
 				wantDenialLine(t, run.Stderr, "denied", dest(tc.denied, deniedPort, "tcp"), "not in the allowlist")
-				w.AssertNothingArrived(t, arrived(start, tc.denied, 0), settle)
+				w.AssertNothingArrived(t, arrived(start, tc.denied, deniedPort), settle)
 
 				start = time.Now()
 				// The first confined TFO gets a cookie; a later one
