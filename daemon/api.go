@@ -36,19 +36,22 @@ type CreateRequest struct {
 
 // SessionInfo describes a session.
 type SessionInfo struct {
-	Name       string    `json:"name"`
-	UID        uint32    `json:"uid"`
-	Created    time.Time `json:"created"`
-	Argv       []string  `json:"argv"`
-	PID        int       `json:"pid,omitempty"` // the command's pid, 0 after a re-adoption
-	Policy     []string  `json:"policy"`
-	Audit      bool      `json:"audit,omitempty"`
-	Processes  int       `json:"processes"`
-	Allowed    uint64    `json:"allowed"`
-	Denied     uint64    `json:"denied"`
-	Audited    uint64    `json:"audited"`
-	LearnedIPs int       `json:"learned_ips"`
-	Recent     []Event   `json:"recent_denials,omitempty"`
+	Name    string    `json:"name"`
+	UID     uint32    `json:"uid"`
+	Created time.Time `json:"created"`
+	Argv    []string  `json:"argv"`
+	// Parent is the session whose process created this one through the
+	// API; such a session is held to its parent's policy.
+	Parent     string   `json:"parent,omitempty"`
+	PID        int      `json:"pid,omitempty"` // the command's pid, 0 after a re-adoption
+	Policy     []string `json:"policy"`
+	Audit      bool     `json:"audit,omitempty"`
+	Processes  int      `json:"processes"`
+	Allowed    uint64   `json:"allowed"`
+	Denied     uint64   `json:"denied"`
+	Audited    uint64   `json:"audited"`
+	LearnedIPs int      `json:"learned_ips"`
+	Recent     []Event  `json:"recent_denials,omitempty"`
 }
 
 // Event is one line of a session's story, as streamed to clients and

@@ -53,21 +53,53 @@ func (s *Server) callerSession(p peer) (confined bool, ss *session) {
 }
 
 // narrowForCaller applies the nested-session rule: a confined caller may
-// create a session only within its own session's policy.
-func (s *Server) narrowForCaller(p peer, requested *allowlist.Policy) (*allowlist.Policy, error) {
+// create a session only within its own session's policy. It also returns
+// the caller's session, the new session's parent ("" for none).
+func (s *Server) narrowForCaller(p peer, requested *allowlist.Policy) (*allowlist.Policy, string, error) {
 	confined, parent := s.callerSession(p)
 	if !confined {
-		return requested, nil
+		return requested, "", nil
 	}
 	if parent == nil {
-		return nil, fail(http.StatusForbidden, "the caller is confined by sluice outside this daemon's sessions (or its cgroup is unreadable): refused")
+		return nil, "", fail(http.StatusForbidden, "the caller is confined by sluice outside this daemon's sessions (or its cgroup is unreadable): refused")
 	}
 	own := parent.s.Policy()
 	if requested == nil {
-		return own, nil
+		return own, parent.info.Name, nil
 	}
 	if _, err := requested.Narrow(own); err != nil {
-		return nil, fail(http.StatusForbidden, "a confined process may only narrow its own session's policy: %v", err)
+		return nil, "", fail(http.StatusForbidden, "a confined process may only narrow its own session's policy: %v", err)
 	}
-	return requested, nil
+	return requested, parent.info.Name, nil
+}
+
+// scope is what a caller may see and act on among sessions it owns (by
+// uid): an unconfined caller sees them all; a confined one only its own
+// session and the sessions created from inside it, at any depth, so an
+// agent cannot watch, signal or kill its user's other sessions. A caller
+// confined outside this daemon's sessions sees none.
+func (s *Server) scope(p peer) func(*session) bool {
+	confined, own := s.callerSession(p)
+	if !confined {
+		return func(*session) bool { return true }
+	}
+	if own == nil {
+		return func(*session) bool { return false }
+	}
+	root := own.info.Name
+	return func(ss *session) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// Parents are recorded at creation and never change; the walk
+		// is bounded in case a record was edited into a cycle.
+		for range 64 {
+			if ss.info.Name == root {
+				return true
+			}
+			if ss = s.sessions[ss.info.Parent]; ss == nil {
+				return false
+			}
+		}
+		return false
+	}
 }

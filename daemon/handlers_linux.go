@@ -92,8 +92,9 @@ func (s *Server) isAdmin(p peer) bool { return p.UID == 0 || p.in(s.adminGID, s.
 
 func (s *Server) mayCreate(p peer) bool { return p.UID == 0 || p.in(s.sessionGID, s.hasSessionGID) }
 
-// visible reports whether p may see and kill ss.
-func (s *Server) visible(p peer, ss *session) bool { return p.UID == 0 || ss.info.UID == p.UID }
+// owns reports whether ss belongs to p's uid (root owns every session);
+// scope narrows that for confined callers.
+func (s *Server) owns(p peer, ss *session) bool { return p.UID == 0 || ss.info.UID == p.UID }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
@@ -180,7 +181,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 			return nil, fail(http.StatusForbidden, "a session may only narrow the machine allowlist: %v", err)
 		}
 	}
-	requested, err := s.narrowForCaller(p, requested)
+	requested, parent, err := s.narrowForCaller(p, requested)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 
 	ss := &session{srv: s, limit: NewEventLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan Event, 64), started: make(chan struct{}),
-		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit}}
+		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
 		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true})
@@ -315,7 +316,7 @@ func (s *Server) lookup(r *http.Request) (*session, peer, error) {
 	s.mu.Lock()
 	ss := s.sessions[r.PathValue("name")]
 	s.mu.Unlock()
-	if ss == nil || !s.visible(c.peer, ss) {
+	if ss == nil || !s.owns(c.peer, ss) || !s.scope(c.peer)(ss) {
 		// Someone else's session does not exist, as far as p can tell.
 		return nil, c.peer, fail(http.StatusNotFound, "no session %q", r.PathValue("name"))
 	}
@@ -329,8 +330,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []SessionInfo{}
+	inScope := s.scope(c.peer)
 	for _, ss := range s.snapshot() {
-		if s.visible(c.peer, ss) {
+		if s.owns(c.peer, ss) && inScope(ss) {
 			info := ss.infoNow()
 			info.Recent = nil
 			out = append(out, info)
@@ -396,8 +398,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.info.Name})
 }
 
-// handleEvents streams events as NDJSON: root sees everything, others the
-// events of their own sessions.
+// handleEvents streams events as NDJSON: root and the admin group see
+// everything, others the events of their own sessions; a confined caller
+// only those of its session and the sessions created from inside it.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	c, err := s.peerOf(r)
 	if err != nil {
@@ -405,14 +408,16 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := c.peer
+	confined, _ := s.callerSession(p)
+	inScope := s.scope(p)
 	ch := s.hub.subscribe(func(e Event) bool {
-		if p.UID == 0 || s.isAdmin(p) {
+		if !confined && (p.UID == 0 || s.isAdmin(p)) {
 			return true
 		}
 		s.mu.Lock()
 		ss := s.sessions[e.Session]
 		s.mu.Unlock()
-		return ss != nil && ss.info.UID == p.UID
+		return ss != nil && s.owns(p, ss) && inScope(ss)
 	})
 	defer s.hub.unsubscribe(ch)
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -51,13 +51,14 @@ type record struct {
 	Audit     bool      `json:"audit,omitempty"`
 	DNSPort4  uint16    `json:"dns_port4"`
 	DNSPort6  uint16    `json:"dns_port6"`
+	Parent    string    `json:"parent,omitempty"`
 }
 
 func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDir(), name+".json") }
 
 func (ss *session) save() error {
 	p4, p6 := ss.s.DNSPorts()
-	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6}
+	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6, Parent: ss.info.Parent}
 	if len(ss.info.Argv) > 0 {
 		r.Argv0 = ss.info.Argv[0]
 	}
@@ -254,7 +255,7 @@ func (s *Server) adoptAll() {
 
 func (s *Server) adopt(r record) error {
 	ss := &session{srv: s, limit: NewEventLimiter(), done: make(chan struct{}), started: closedChan(),
-		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit}}
+		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)
 		if err != nil {

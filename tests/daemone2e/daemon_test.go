@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -544,5 +545,132 @@ func TestRefusalFloodIsRateLimited(t *testing.T) {
 	}
 	if suppressed == 0 || written+suppressed != n+1 || written > most {
 		t.Fatalf("written %d + suppressed %d of %d refusals: want at most %d written and every refusal accounted for", written, suppressed, n+1, most)
+	}
+}
+
+// TestConfinedCallerSeesOnlyItsOwnSessions: an agent can reach the API
+// socket with its user's rights, but it sees, signals and kills only its
+// own session and the sessions created from inside it, not its user's
+// other sessions. The twin is the same user outside any session.
+func TestConfinedCallerSeesOnlyItsOwnSessions(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	probe := world.BuildProbe(t)
+	d := f.dir
+	s := fmt.Sprintf("%s --socket %s", sluiceBin, f.sock)
+	denied := fmt.Sprintf("%s tcp 203.0.113.20 %d > /dev/null", probe, f.denied)
+	// Every wait is bounded (10 s).
+	const waitfor = `waitfor() { i=0; while [ ! -e "$1" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; }` + "\n"
+	write := func(name, script string) string {
+		f.writeFile(t, filepath.Join(d, name), []byte(waitfor+script))
+		return filepath.Join(d, name)
+	}
+	// The sibling: another session of the same user, alive until "stop",
+	// that makes one denial when told to.
+	sibScript := write("sib.sh", fmt.Sprintf(`echo $SLUICE_SESSION > %[1]s/sib.tmp; mv %[1]s/sib.tmp %[1]s/sib.name
+waitfor %[1]s/sib.deny; %[2]s; touch %[1]s/sib.denied
+waitfor %[1]s/stop`, d, denied))
+	sibling := make(chan struct{})
+	go func() {
+		defer close(sibling)
+		f.sluice(t, 65534, 65534, "run", "--", "sh", sibScript)
+	}()
+	t.Cleanup(func() {
+		_ = os.WriteFile(d+"/stop", nil, 0o644)
+		<-sibling
+	})
+	sib := strings.TrimSpace(string(waitFile(t, d+"/sib.name")))
+
+	// The agent lists, tries to show and kill the sibling, watches the
+	// events and starts a nested session, which lists too and makes two
+	// denials around the sibling's one; while the nested session runs,
+	// the agent lists again (its descendants are its own). Scripts run
+	// from files: `sluice sessions` prints argv, which must fit a line.
+	nestedScript := write("nested.sh", fmt.Sprintf(`echo $SLUICE_SESSION > %[2]s/nested.name
+%[1]s sessions > %[2]s/nested.list
+%[3]s; touch %[2]s/nested.ready
+waitfor %[2]s/nested.go; %[3]s; touch %[2]s/nested.done
+waitfor %[2]s/agent.done`, s, d, denied))
+	agentScript := write("agent.sh", fmt.Sprintf(`echo $SLUICE_SESSION > %[2]s/agent.name
+%[1]s sessions > %[2]s/agent.list
+%[1]s sessions show %[3]s 2> %[2]s/show.err; echo $? > %[2]s/show.code
+%[1]s sessions kill %[3]s 2> %[2]s/kill.err; echo $? > %[2]s/kill.code
+timeout -s INT 20 %[1]s events --follow --json > %[2]s/agent.events & EV=$!
+sleep 0.3
+%[1]s run -- sh %[4]s &
+waitfor %[2]s/nested.ready
+i=0; until grep -q egress_denied %[2]s/agent.events || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
+touch %[2]s/sib.deny; waitfor %[2]s/sib.denied
+touch %[2]s/nested.go; waitfor %[2]s/nested.done
+i=0; until [ "$(grep -c egress_denied %[2]s/agent.events)" -ge 2 ] || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
+%[1]s sessions > %[2]s/agent.list2
+touch %[2]s/agent.done
+kill -INT $EV; wait
+`, s, d, sib, nestedScript))
+	if _, _, code := f.sluice(t, 65534, 65534, "run", "--", "sh", agentScript); code != 0 {
+		t.Fatalf("agent script exit %d", code)
+	}
+	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(d, name)); return string(b) }
+	agent, nested := strings.TrimSpace(read("agent.name")), strings.TrimSpace(read("nested.name"))
+	if agent == "" || nested == "" {
+		t.Fatalf("the scripts did not run: agent %q nested %q", agent, nested)
+	}
+	// The SESSION column of `sluice sessions` (the COMMAND column holds
+	// the scripts, which name the sibling).
+	listed := func(name string) string {
+		var names []string
+		for i, line := range strings.Split(read(name), "\n") {
+			if f := strings.Fields(line); i > 0 && len(f) > 0 {
+				names = append(names, f[0])
+			}
+		}
+		slices.Sort(names)
+		return strings.Join(names, " ")
+	}
+	sorted := func(names ...string) string { slices.Sort(names); return strings.Join(names, " ") }
+	if got, want := listed("agent.list"), agent; got != want {
+		t.Errorf("the agent lists %q, want only its own session %q (not %s)", got, want, sib)
+	}
+	if got, want := listed("agent.list2"), sorted(agent, nested); got != want {
+		t.Errorf("with its nested session running, the agent lists %q, want %q", got, want)
+	}
+	if got, want := listed("nested.list"), nested; got != want {
+		t.Errorf("the nested session lists %q, want only itself %q", got, want)
+	}
+	for _, op := range []string{"show", "kill"} {
+		if code := strings.TrimSpace(read(op + ".code")); code == "0" || !strings.Contains(read(op+".err"), "no session") {
+			t.Errorf("the agent could %s its user's other session: exit %s: %s", op, code, read(op+".err"))
+		}
+	}
+	// The events the agent saw: its nested session's two denials, and
+	// not the sibling's, made between them (the audit log has it).
+	var mine, theirs int
+	for _, line := range strings.Split(read("agent.events"), "\n") {
+		var e map[string]any
+		if json.Unmarshal([]byte(line), &e) != nil || e["type"] != "egress_denied" {
+			continue
+		}
+		switch e["session"] {
+		case nested:
+			mine++
+		case sib:
+			theirs++
+		}
+	}
+	if mine != 2 || theirs != 0 {
+		t.Errorf("the agent's event stream had %d denials of its nested session (want 2) and %d of its user's other session (want 0):\n%s", mine, theirs, read("agent.events"))
+	}
+	f.waitAudit(t, "egress_denied", func(e map[string]any) bool { return e["session"] == sib })
+	// The parent is on record.
+	if code, body := f.api(t, "GET", "/v1/sessions/"+nested, nil); code == http.StatusOK && !strings.Contains(body, `"parent":"`+agent+`"`) {
+		t.Errorf("the nested session's parent is not %s: %s", agent, body)
+	}
+	// The twin: the same user outside a session sees the sibling.
+	if out, _, code := f.sluice(t, 65534, 65534, "sessions"); code != 0 || !strings.Contains(out, sib+" ") {
+		t.Errorf("the user outside a session does not see its session %s: exit %d\n%s", sib, code, out)
+	}
+	select {
+	case <-sibling:
+		t.Fatalf("the sibling session ended early")
+	default:
 	}
 }
