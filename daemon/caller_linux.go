@@ -15,14 +15,15 @@ import (
 // sluice, and in which of the daemon's sessions. The API socket is a unix
 // socket, which the datapath does not filter: without this check a confined
 // agent could ask the daemon for a new session with the whole machine
-// allowlist. A peer whose cgroup cannot be read (another pid namespace) is
+// allowlist. A peer whose cgroup cannot be read (another pid namespace),
+// or that is gone (its pid may belong to another process now), is
 // treated as confined: fail closed.
 func (s *Server) callerSession(p peer) (confined bool, ss *session) {
 	if p.PID <= 0 {
 		return true, nil
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.PID))
-	if err != nil {
+	if err != nil || !p.alive() {
 		return true, nil
 	}
 	mount, err := cgroups.Mount()
@@ -61,7 +62,7 @@ func (s *Server) narrowForCaller(p peer, requested *allowlist.Policy) (*allowlis
 		return requested, "", nil
 	}
 	if parent == nil {
-		return nil, "", fail(http.StatusForbidden, "the caller is confined by sluice outside this daemon's sessions (or its cgroup is unreadable): refused")
+		return nil, "", fail(http.StatusForbidden, "the caller is confined by sluice outside this daemon's sessions (or its cgroup is unreadable, or the process that connected has exited): refused")
 	}
 	own := parent.s.Policy()
 	if requested == nil {

@@ -198,7 +198,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 
 	// Last of the checks: a request that is wrong anyway says so first.
-	if err := sameWorld(p.PID); err != nil {
+	if err := sameWorld(p); err != nil {
 		return nil, err
 	}
 

@@ -16,7 +16,8 @@ import (
 // was put in. The mount namespace itself is not compared: the shipped
 // systemd unit gives the daemon one of its own (ProtectSystem=), whose
 // root is still the host's.
-func sameWorld(pid int32) error {
+func sameWorld(p peer) error {
+	pid := p.PID
 	if pid <= 0 {
 		return fail(http.StatusForbidden, "the caller's process is not visible to the daemon (another pid namespace?): a session is started only for callers that share the daemon's network and root file system")
 	}
@@ -41,6 +42,11 @@ func sameWorld(pid int32) error {
 	}
 	if root.Dev != theirRoot.Dev || root.Ino != theirRoot.Ino {
 		return fail(http.StatusForbidden, "the caller has another root file system (a container or chroot?): the command would run on the daemon's file system instead; run sluice inside it, or the client where the daemon runs")
+	}
+	if !p.alive() {
+		// What /proc said may have been about a process that got the
+		// caller's pid after it exited.
+		return fail(http.StatusForbidden, "the process that connected has exited, so it cannot be identified: a session is started only for a caller that waits for the answer")
 	}
 	return nil
 }

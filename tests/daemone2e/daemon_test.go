@@ -125,6 +125,10 @@ func TestUnprivilegedClients(t *testing.T) {
 	if _, stderr, code := f.sluice(t, 65533, 65533, "run", "--", "true"); code == 0 || !strings.Contains(stderr, "may not create sessions") {
 		t.Fatalf("a user outside the group created a session (exit %d): %s", code, stderr)
 	}
+	// In the group as a supplementary group only (SO_PEERGROUPS).
+	if _, stderr, code := f.sluiceGroups(t, f.w.StartInClient, 65533, 65533, []uint32{65534}, "run", "--", "true"); code != 0 {
+		t.Fatalf("a member of the session group through a supplementary group was refused (exit %d): %s", code, stderr)
+	}
 	// The owner sees its session, running as itself, and can kill it.
 	out, _, _ = f.sluice(t, 65534, 65534, "sessions")
 	if !strings.Contains(out, session) {
@@ -672,5 +676,71 @@ kill -INT $EV; wait
 	case <-sibling:
 		t.Fatalf("the sibling session ended early")
 	default:
+	}
+}
+
+// TestReusedPeerPidRefused: the daemon learns who a caller is from the
+// pid SO_PEERCRED recorded at connect, and reads the rest (cgroup,
+// namespaces, groups) from /proc. A confined process that connects, hands
+// the connection to its child and exits frees that pid; once an unconfined
+// process has it, /proc would describe that process instead. The test
+// gives the pid away on purpose (ns_last_pid) and checks that the request
+// is still refused as a confined one.
+func TestReusedPeerPidRefused(t *testing.T) {
+	f := newFixture(t, "203.0.113.10", "203.0.113.20")
+	probe := world.BuildProbe(t)
+	d := f.dir
+	script := fmt.Sprintf(`%[1]s api-handoff %[2]s %[3]s > %[3]s/handoff.tmp; mv %[3]s/handoff.tmp %[3]s/handoff
+i=0; while [ ! -e %[3]s/result ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done`, probe, f.sock, d)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.sluice(t, 65534, 65534, "run", "--allow", "203.0.113.10", "--", "sh", "-c", script)
+	}()
+	t.Cleanup(func() {
+		_ = os.WriteFile(d+"/go", nil, 0o644)
+		<-done
+	})
+	r, err := world.ParseProbeResult(waitFile(t, d+"/handoff"))
+	if err != nil || !r.OK {
+		t.Fatalf("api-handoff: %v %v", r, err)
+	}
+	pid, err := strconv.Atoi(r.Reply)
+	if err != nil {
+		t.Fatalf("api-handoff reply %q: %v", r.Reply, err)
+	}
+	// The shell has reaped the probe (its next line ran), so the pid is
+	// free: hand it to an unconfined process of the same user.
+	var impostor *exec.Cmd
+	for range 20 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0o644); err != nil {
+			t.Skipf("cannot choose the next pid: %v", err)
+		}
+		c := exec.Command("/bin/sleep", "30")
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == pid {
+			impostor = c
+			break
+		}
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	if impostor == nil {
+		t.Skipf("pid %d was not handed to the impostor in 20 tries (other processes took it)", pid)
+	}
+	defer func() { _ = impostor.Process.Kill(); _ = impostor.Wait() }()
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); strings.Contains(string(b), "/"+f.instance+"/") {
+		t.Fatalf("the impostor is inside sluice: %s", b)
+	}
+	if err := os.WriteFile(d+"/go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := string(waitFile(t, d+"/result"))
+	t.Logf("the request on the handed-off connection: %s", got)
+	if !strings.HasPrefix(got, "403 ") {
+		t.Fatalf("a confined caller whose pid now belongs to an unconfined process got %q, want a 403 refusal", got)
 	}
 }

@@ -165,12 +165,18 @@ func (f *fixture) sluice(t *testing.T, uid, gid uint32, args ...string) (string,
 // sluiceFrom is sluice with the client started by start.
 func (f *fixture) sluiceFrom(t *testing.T, start func(*exec.Cmd) error, uid, gid uint32, args ...string) (string, string, int) {
 	t.Helper()
+	return f.sluiceGroups(t, start, uid, gid, []uint32{}, args...)
+}
+
+// sluiceGroups is sluiceFrom with supplementary groups.
+func (f *fixture) sluiceGroups(t *testing.T, start func(*exec.Cmd) error, uid, gid uint32, groups []uint32, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := exec.CommandContext(ctx, sluiceBin, append([]string{"--socket", f.sock}, args...)...)
 	c.Dir = "/"
 	if uid != 0 {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
 	}
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb

@@ -48,6 +48,9 @@
 //	proxy-connect HOST PORT     HTTP CONNECT to HOST:PORT through $HTTPS_PROXY, read the greeting
 //	socket FAMILY TYPE          socket(FAMILY, TYPE, 0) and close it (numbers, e.g. 40 1 for AF_VSOCK)
 //	daemon-run SOCKET PATH      ask the sluice daemon on SOCKET to run PATH as uid 65534
+//	api-handoff SOCKET DIR      connect to the daemon, hand the connection to a child and
+//	                            exit (reply: this pid); the child sends a session request once
+//	                            DIR/go exists and writes the answer to DIR/result
 //
 // ADDR may be an IPv4, IPv6 or IPv4-mapped IPv6 address; an IPv4-mapped
 // address is used through an AF_INET6 socket, which is how such a destination
@@ -111,6 +114,7 @@ func init() {
 		"proxy-connect": {"HOST PORT", 2, runProxyConnect},
 		"socket":        {"FAMILY TYPE", 2, runSocket},
 		"daemon-run":    {"SOCKET PATH", 2, runDaemonRun},
+		"api-handoff":   {"SOCKET DIR", 2, runAPIHandoff},
 	}
 }
 
@@ -124,6 +128,7 @@ var (
 var (
 	daemonStage  = flag.Int("daemon-stage", 0, "")
 	daemonParent = flag.Int("daemon-parent", 0, "")
+	handoff      = flag.Bool("handoff-child", false, "")
 )
 
 func main() {
@@ -141,6 +146,9 @@ func main() {
 		os.Exit(exitUsage)
 	}
 
+	if *handoff {
+		os.Exit(handoffChild(args[2]))
+	}
 	switch *daemonStage {
 	case 1:
 		os.Exit(daemonStage1(args))
