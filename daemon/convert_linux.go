@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/sluice-dev/sluice/dnsresolver"
@@ -25,7 +26,7 @@ func KernelEvent(session string, ev loader.Event, learnedFrom func(netip.Addr) [
 	if ev.Audit {
 		e.Type = EventEgressAudit
 	}
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil {
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
 		e.Exe = exe
 	}
 	if ev.Addr.IsValid() {
@@ -63,4 +64,21 @@ func DNSEvent(session string, ev dnsresolver.Event, comm string) Event {
 		e.Type = EventUpstreamFailed
 	}
 	return e
+}
+
+// inCgroup reports whether process pid is (still) in a cgroup named name.
+// The event is read after the fact: if the process has exited and its pid
+// was reused outside the session, /proc/<pid>/exe names another program,
+// which the audit log must not pin on the session.
+func inCgroup(pid uint32, name string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil || name == "" {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return path.Base(p) == name
+		}
+	}
+	return false
 }

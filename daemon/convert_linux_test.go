@@ -1,0 +1,38 @@
+package daemon
+
+import (
+	"os"
+	"path"
+	"strings"
+	"testing"
+)
+
+// TestInCgroup checks the exe attribution guard against this process's own
+// /proc entry: its cgroup's name matches, any other name does not.
+func TestInCgroup(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var own string
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			own = path.Base(p)
+		}
+	}
+	if own == "" {
+		t.Skipf("no cgroup v2 line in /proc/self/cgroup:\n%s", b)
+	}
+	pid := uint32(os.Getpid())
+	if !inCgroup(pid, own) {
+		t.Errorf("inCgroup(self, %q) = false", own)
+	}
+	for _, other := range []string{"", "run-1-000000000000", own + "x"} {
+		if inCgroup(pid, other) {
+			t.Errorf("inCgroup(self, %q) = true", other)
+		}
+	}
+	if inCgroup(1<<31, own) {
+		t.Errorf("inCgroup of a pid that cannot exist = true")
+	}
+}
