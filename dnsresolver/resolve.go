@@ -79,7 +79,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 
 	entry, ok := r.policy.Load().MatchName(name)
 	if !ok {
-		r.event(Event{Kind: EventRefused, Audit: r.cfg.Audit, Name: name, QType: qtype, Client: client, Reason: "not in the allowlist"})
+		r.event(Event{Kind: EventRefused, Audit: r.cfg.Audit, Name: name, QType: qtype, Client: client, Reason: ReasonNotAllowed})
 		if !r.cfg.Audit {
 			return reply(req, dns.RcodeRefused), ""
 		}

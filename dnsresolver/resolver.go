@@ -73,6 +73,10 @@ const (
 	EventUpstreamFailed                      // no upstream answered: SERVFAIL
 )
 
+// ReasonNotAllowed is the Reason of an EventRefused for a name the policy
+// does not allow (its other refusals: invalid names, other classes, PTR).
+const ReasonNotAllowed = "not in the allowlist"
+
 // Event is something the user should hear about.
 type Event struct {
 	Kind   EventKind

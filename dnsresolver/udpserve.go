@@ -196,7 +196,7 @@ func (l *udpListener) fast(q *wireQuery, client *net.UDPAddr, now time.Duration,
 		// Refused here, not in a goroutine of the general path: a flood
 		// of names that are not allowed is what an exfiltration attempt
 		// looks like.
-		r.event(Event{Kind: EventRefused, Name: q.name, QType: typeString(q.qtype), Client: client.AddrPort(), Reason: "not in the allowlist"})
+		r.event(Event{Kind: EventRefused, Name: q.name, QType: typeString(q.qtype), Client: client.AddrPort(), Reason: ReasonNotAllowed})
 		replies.push(appendEmptyReply(replies.buf(), q, dns.RcodeRefused), client)
 		r.count("", dns.RcodeRefused)
 		return true, nil

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,10 +31,12 @@ type reporter struct {
 	dnsRefused int
 	dests      map[string]bool // destinations denied
 	auditDests map[string]bool // destinations audit mode let through
+	suggest    *suggestion     // for --suggest-allowlist
 }
 
 func newReporter(w io.Writer) *reporter {
-	return &reporter{w: w, now: time.Now, burst: 10, rate: 1, tokens: 10, dests: map[string]bool{}, auditDests: map[string]bool{}}
+	return &reporter{w: w, now: time.Now, burst: 10, rate: 1, tokens: 10, dests: map[string]bool{}, auditDests: map[string]bool{},
+		suggest: newSuggestion()}
 }
 
 // Report accounts for one event and prints it unless rate-limited.
@@ -46,6 +50,11 @@ func (r *reporter) Report(e loader.Event) {
 		r.denied++
 		r.dests[e.Destination()] = true
 	}
+	// Only "not in the allowlist": an expired learned address belongs to
+	// a name the policy already has; sockets and options have no address.
+	if e.Reason == loader.ReasonNotAllowed {
+		r.suggest.addAddr(e.Addr)
+	}
 	r.print(e.String)
 }
 
@@ -56,6 +65,12 @@ func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
 	defer r.mu.Unlock()
 	if e.Kind == dnsresolver.EventRefused && !e.Audit {
 		r.dnsRefused++
+	}
+	switch {
+	case e.Kind == dnsresolver.EventRefused && e.Reason == dnsresolver.ReasonNotAllowed:
+		r.suggest.addName(e.Name)
+	case e.Kind == dnsresolver.EventRebinding:
+		r.suggest.addPrivate(e.Name)
 	}
 	r.print(func() string {
 		line := e.String()
@@ -85,6 +100,20 @@ func (r *reporter) ReportDaemon(e daemon.Event) {
 	case daemon.EventSessionStarted, daemon.EventSessionEnded:
 		return
 	}
+	switch e.Type {
+	case daemon.EventEgressDenied, daemon.EventEgressAudit:
+		if a, err := netip.ParseAddr(e.Dst); err == nil && e.Reason == loader.ReasonNotAllowed.String() {
+			r.suggest.addAddr(a)
+		}
+	case daemon.EventDNSRefused, daemon.EventDNSAudit:
+		if e.Reason == dnsresolver.ReasonNotAllowed {
+			r.suggest.addName(e.Host)
+		}
+	case daemon.EventRebinding, daemon.EventRebindingAudit:
+		r.suggest.addPrivate(e.Host)
+	case daemon.EventProxyRefused:
+		r.suggestProxy(e.Host, e.Reason)
+	}
 	r.print(func() string {
 		if e.Comm != "" && (e.Type == daemon.EventDNSRefused || e.Type == daemon.EventDNSAudit) {
 			return e.Message + " (asked by " + e.Comm + ")"
@@ -97,11 +126,30 @@ func (r *reporter) ReportDaemon(e daemon.Event) {
 func (r *reporter) ReportProxy(e proxy.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Kind == proxy.EventRefused {
+	switch e.Kind {
+	case proxy.EventRefused:
 		r.denied++
 		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
+		r.suggestProxy(e.Host, e.Reason)
+	case proxy.EventRebinding:
+		r.suggest.addPrivate(e.Host)
 	}
 	r.print(func() string { return "proxy: " + e.String() })
+}
+
+// suggestProxy remembers a proxy refusal: the requested host, a name or an
+// IP literal. A name the policy has, refused for its private addresses,
+// is left out of the suggestion when it is written, and noted.
+func (r *reporter) suggestProxy(host, reason string) {
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		r.suggest.addAddr(a)
+		return
+	}
+	if strings.Contains(reason, "DNS rebinding") {
+		r.suggest.addPrivate(host)
+		return
+	}
+	r.suggest.addName(host)
 }
 
 // print writes one line unless the token bucket is empty. r.mu is held.

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,6 +34,7 @@ type runOptions struct {
 	noProxyEnv    bool
 	loopbackPorts []uint
 	auditLog      string
+	suggest       string
 }
 
 // Modes of `sluice run`, strongest first.
@@ -70,6 +74,11 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 			default:
 				return &exitError{code: exitSluiceError, err: fmt.Errorf("--mode %q: want bpf, landlock or proxy", o.mode)}
 			}
+			if o.suggest != "" {
+				if st, err := os.Stat(filepath.Dir(o.suggest)); err != nil || !st.IsDir() {
+					return &exitError{code: exitSluiceError, err: fmt.Errorf("--suggest-allowlist %s: no such directory", o.suggest)}
+				}
+			}
 			if o.pidsMax < 0 {
 				return &exitError{code: exitSluiceError, err: fmt.Errorf("--pids-max must be positive, got %d", o.pidsMax)}
 			}
@@ -92,6 +101,7 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
+	f.StringVar(&o.suggest, "suggest-allowlist", "", "when the command exits, write to `FILE` a network_allowlist.json that would have allowed what it was refused (with --audit: what would have been); review it before use")
 	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
 	return cmd
 }
@@ -111,4 +121,20 @@ func (o runOptions) policy() (*allowlist.Policy, error) {
 		p = p.Merge(f)
 	}
 	return p, nil
+}
+
+// writeSuggestion writes --suggest-allowlist, if asked, once the command
+// has exited with err. A suggestion that cannot be written fails a run
+// that otherwise succeeded: a script would go on to use a stale file.
+func writeSuggestion(o runOptions, rep *reporter, base *allowlist.Policy, stderr io.Writer, err error) error {
+	if o.suggest == "" {
+		return err
+	}
+	if werr := rep.suggest.write(o.suggest, base, stderr); werr != nil {
+		if err == nil {
+			return &exitError{code: exitSluiceError, err: werr}
+		}
+		fmt.Fprintf(stderr, "sluice: %v\n", werr)
+	}
+	return err
 }

@@ -59,6 +59,10 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 	}
 	defer audit.close()
 	rep := newReporter(stderr)
+	// The suggestion builds on what the session was given: the entries
+	// asked for, or without any, the machine allowlist it got.
+	base := policy
+	askedFor := len(o.allow) > 0 || o.allowlist != ""
 	var name atomic.Value
 	sigs := make(chan os.Signal, 8)
 	// The command is the daemon's child, not in this terminal's process
@@ -75,6 +79,11 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
 		func(s daemon.SessionInfo) {
 			name.Store(s.Name)
+			if !askedFor {
+				if p, err := allowlist.FromStrings(s.Policy); err == nil {
+					base = p
+				}
+			}
 			audit.session = s.Name
 			audit.started(s.PID, s.UID, path, s.Policy, argv[0])
 		},
@@ -93,8 +102,9 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}
-	if code == 0 {
-		return nil
+	var result error
+	if code != 0 {
+		result = &exitError{code: code}
 	}
-	return &exitError{code: code}
+	return writeSuggestion(o, rep, base, stderr, result)
 }

@@ -185,7 +185,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}
-	return waitErr
+	return writeSuggestion(o, rep, policy, stderr, waitErr)
 }
 
 // targetUser is whom the command runs as: --user, else the user who

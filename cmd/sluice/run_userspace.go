@@ -95,5 +95,5 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if err != nil && !errors.As(err, &ee) {
 		return fail(err)
 	}
-	return err
+	return writeSuggestion(o, rep, policy, stderr, err)
 }

@@ -744,3 +744,27 @@ i=0; while [ ! -e %[3]s/result ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); d
 		t.Fatalf("a confined caller whose pid now belongs to an unconfined process got %q, want a 403 refusal", got)
 	}
 }
+
+// TestSuggestedAllowlistThroughDaemon: through the daemon, a session that
+// asked for nothing gets the machine allowlist, and the suggestion builds
+// on that.
+func TestSuggestedAllowlistThroughDaemon(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	probe := world.BuildProbe(t)
+	file := filepath.Join(f.dir, "suggested.json")
+	_, stderr, _ := f.sluice(t, 65534, 65534, "run", "--suggest-allowlist", file, "--",
+		probe, "tcp", world.DeniedV4.String(), fmt.Sprint(f.denied))
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("no suggestion written: %v\n%s", err, stderr)
+	}
+	var doc struct {
+		AllowedHosts []string `json:"allowed_hosts"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if want := []string{"203.0.113.10", "203.0.113.20"}; !slices.Equal(doc.AllowedHosts, want) {
+		t.Errorf("suggested %v, want %v", doc.AllowedHosts, want)
+	}
+}

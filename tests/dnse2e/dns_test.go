@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -213,4 +214,54 @@ func TestSessionsDoNotShareLearnedIPs(t *testing.T) {
 		t.Fatalf("session B reached an address only session A learned: %s", r)
 	}
 	<-done
+}
+
+// TestSuggestedAllowlist: --suggest-allowlist writes the allowlist that
+// would have let the command do what it was refused (a refused name and an
+// address dialled without a name), whether the run enforced or audited;
+// run again with that file, the same command succeeds.
+func TestSuggestedAllowlist(t *testing.T) {
+	f := newFixture(t)
+	probe := world.BuildProbe(t)
+	script := fmt.Sprintf("%[1]s resolve-tcp denied.test %[2]d; %[1]s tcp %[3]s %[4]d",
+		probe, f.denied, world.AllowedV6, f.port6)
+	dir := t.TempDir()
+	want := []string{"2001:db8:2::10", "allowed.test", "denied.test"}
+	check := func(file string) {
+		t.Helper()
+		p, err := allowlist.Load(file)
+		if err != nil {
+			t.Fatalf("the suggestion does not load: %v", err)
+		}
+		var got []string
+		for _, e := range p.Entries() {
+			got = append(got, e.String())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: suggested %v, want %v", file, got, want)
+		}
+	}
+
+	enforced := filepath.Join(dir, "enforced.json")
+	out, stderr, _ := f.run(t, []string{"--allow", "allowed.test", "--suggest-allowlist", enforced}, "sh", "-c", script)
+	if rs := results(t, out); len(rs) != 2 || rs[0].OK || rs[1].OK {
+		t.Fatalf("enforcing run: want both refused, got %v", rs)
+	}
+	if !strings.Contains(stderr, "added denied.test 2001:db8:2::10; review it before use") {
+		t.Errorf("stderr does not say what was added:\n%s", stderr)
+	}
+	check(enforced)
+
+	audited := filepath.Join(dir, "audited.json")
+	out, _, _ = f.run(t, []string{"--audit", "--allow", "allowed.test", "--suggest-allowlist", audited}, "sh", "-c", script)
+	if rs := results(t, out); len(rs) != 2 || !rs[0].OK || !rs[1].OK {
+		t.Fatalf("audited run: want both through, got %v", rs)
+	}
+	check(audited)
+
+	out, _, _ = f.run(t, []string{"--allowlist", audited}, "sh", "-c", script)
+	if rs := results(t, out); len(rs) != 2 || !rs[0].OK || !rs[1].OK {
+		t.Fatalf("with the suggested allowlist: want both through, got %v", rs)
+	}
 }

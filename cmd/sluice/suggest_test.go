@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/userspace/proxy"
+)
+
+func entryStrings(p *allowlist.Policy) []string {
+	var out []string
+	for _, e := range p.Entries() {
+		out = append(out, e.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSuggestion feeds a reporter the events of every mode and reads the
+// written file back with the allowlist parser.
+func TestSuggestion(t *testing.T) {
+	base, err := allowlist.Parse([]byte(`{"allowed_hosts": ["api.example.com", "*.cdn.example", "198.51.100.0/24",
+		{"host": "intranet.example", "allow_private": true, "owner": "team:a"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r := newReporter(&out)
+	// Kernel: an address dialled without a name; an expired learned one,
+	// a refused socket and loopback suggest nothing.
+	r.Report(loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("203.0.113.7"), Port: 443, Proto: 6})
+	r.Report(loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("::ffff:203.0.113.8"), Port: 443, Proto: 6})
+	r.Report(loader.Event{Reason: loader.ReasonExpired, Addr: netip.MustParseAddr("203.0.113.9"), Port: 443, Proto: 6})
+	r.Report(loader.Event{Reason: loader.ReasonSocketType})
+	r.Report(loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("198.51.100.9"), Port: 80, Proto: 6, Audit: true})
+	// DNS: a refused name (twice, in another case), a reverse lookup, an
+	// invalid name, one already allowed by the wildcard, and rebinding.
+	who := func() string { return "" }
+	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "registry.npmjs.org", Reason: dnsresolver.ReasonNotAllowed}, who)
+	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Audit: true, Name: "Registry.NPMJS.org.", Reason: dnsresolver.ReasonNotAllowed}, who)
+	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "7.113.0.203.in-addr.arpa", Reason: "reverse lookups are answered only for addresses this session learned"}, who)
+	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "bad_name!", Reason: dnsresolver.ReasonNotAllowed}, who)
+	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "img.cdn.example", Reason: dnsresolver.ReasonNotAllowed}, who)
+	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRebinding, Name: "api.example.com", Addr: netip.MustParseAddr("10.0.0.1")}, who)
+	// Proxy: a name, an IP literal, a rebinding refusal.
+	r.ReportProxy(proxy.Event{Kind: proxy.EventRefused, Host: "github.com", Port: 443, Reason: "github.com is not in the allowlist"})
+	r.ReportProxy(proxy.Event{Kind: proxy.EventRefused, Host: "2001:db8::5", Port: 443, Reason: "no entry covers it"})
+	r.ReportProxy(proxy.Event{Kind: proxy.EventRefused, Host: "api.example.com", Port: 443, Reason: "api.example.com resolves only to addresses sluice refuses: 10.0.0.2 (DNS rebinding protection; ...)"})
+
+	file := filepath.Join(t.TempDir(), "suggested.json")
+	if err := r.suggest.write(file, base, &out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := allowlist.Load(file)
+	if err != nil {
+		t.Fatalf("the suggestion does not load: %v", err)
+	}
+	want := []string{"*.cdn.example", "198.51.100.0/24", "2001:db8::5", "203.0.113.7", "203.0.113.8",
+		"api.example.com", "github.com", "intranet.example", "registry.npmjs.org"}
+	slices.Sort(want)
+	if g := entryStrings(got); !slices.Equal(g, want) {
+		t.Errorf("suggested %v, want %v", g, want)
+	}
+	// The base's options survive.
+	if e, ok := got.MatchName("intranet.example"); !ok || !e.AllowPrivate || !slices.Equal(e.Owners, []string{"team:a"}) {
+		t.Errorf("intranet.example lost its options: %+v", e)
+	}
+	msg := out.String()
+	for _, w := range []string{"added github.com registry.npmjs.org 203.0.113.7 203.0.113.8 2001:db8::5;", "answers for api.example.com held"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("output lacks %q:\n%s", w, msg)
+		}
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("file mode: %v %v", fi, err)
+	}
+}
+
+// TestSuggestionBounded: a program making up names cannot grow the
+// suggestion without end.
+func TestSuggestionBounded(t *testing.T) {
+	s := newSuggestion()
+	for i := range maxSuggested + 50 {
+		s.addName(fmt.Sprintf("n%d.example", i))
+		s.addAddr(netip.AddrFrom4([4]byte{203, 0, byte(i >> 8), byte(i)}))
+	}
+	if n := len(s.names) + len(s.addrs); n > maxSuggested {
+		t.Errorf("remembered %d, want at most %d", n, maxSuggested)
+	}
+	if s.beyond == 0 {
+		t.Errorf("nothing counted as beyond the bound")
+	}
+}
+
+// TestSuggestionNothingRefused: the file is still written (the base
+// alone), so a script can rely on it.
+func TestSuggestionNothingRefused(t *testing.T) {
+	base, _ := allowlist.FromStrings([]string{"api.example.com"})
+	var out bytes.Buffer
+	file := filepath.Join(t.TempDir(), "s.json")
+	if err := newSuggestion().write(file, base, &out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := allowlist.Load(file)
+	if err != nil || !slices.Equal(entryStrings(got), []string{"api.example.com"}) {
+		t.Errorf("got %v, %v", got, err)
+	}
+	if !strings.Contains(out.String(), "nothing added") {
+		t.Errorf("output: %s", out.String())
+	}
+	if err := newSuggestion().write(filepath.Join(t.TempDir(), "missing", "s.json"), base, &out); err == nil {
+		t.Errorf("writing into a missing directory succeeded")
+	}
+}
