@@ -31,9 +31,10 @@
 #                        mounts a private bpffs inside the container, and enforcement is tied to
 #                        that mount instead of surviving the container.
 #   --pid=host           Kernel events carry host pids. The daemon reads /proc/<pid>/exe with
-#                        them, and reads the supplementary groups of API clients from
-#                        /proc/<peer pid>/status. Without it, both are wrong or missing, and
-#                        stopping the container (its pid 1 exits) kills every session.
+#                        them, and reads an API client's cgroup and namespaces from
+#                        /proc/<peer pid>. Without it, exe is missing, every client counts as
+#                        confined (sessions are refused), and stopping the container (its pid 1
+#                        exits) kills every session.
 #   --network=host       Confined commands use the daemon's network namespace. Omit it to confine
 #                        them to the container's network instead.
 #   -v /run/sluice:...   The API socket (/run/sluice/sluice.sock) for clients on the host, and the
