@@ -78,16 +78,20 @@ type connKey struct{}
 type listener struct{ *net.UnixListener }
 
 func (l listener) Accept() (net.Conn, error) {
-	c, err := l.AcceptUnix()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		p, err := peerOf(c)
+		if err != nil {
+			// One caller that cannot be identified is dropped; an error
+			// returned here would stop http.Server serving everyone.
+			c.Close()
+			continue
+		}
+		return &conn{UnixConn: c, peer: p}, nil
 	}
-	p, err := peerOf(c)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	return &conn{UnixConn: c, peer: p}, nil
 }
 
 func peerOf(c *net.UnixConn) (peer, error) {
