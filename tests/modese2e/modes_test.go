@@ -95,7 +95,8 @@ func TestLandlockModeUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	auditPath := filepath.Join(logDir, "audit.jsonl")
-	audited := []string{"run", "--mode", "landlock", "--allow", "203.0.113.10", "--audit-log", auditPath, "--"}
+	suggested := filepath.Join(logDir, "suggested.json")
+	audited := []string{"run", "--mode", "landlock", "--allow", "203.0.113.10", "--audit-log", auditPath, "--suggest-allowlist", suggested, "--"}
 	r, stderr, _ = run(t, w, true, append(audited, probe, "proxy-connect", world.DeniedV4.String(), denied)...)
 	if r.OK || !strings.Contains(r.Error, "403") || !strings.Contains(stderr, "proxy: refused connect to 203.0.113.20") {
 		t.Fatalf("denied host through the proxy: %s\n%s", r, stderr)
@@ -109,6 +110,10 @@ func TestLandlockModeUnprivileged(t *testing.T) {
 	}
 	if !refused || types[0] != "session_started" || types[len(types)-1] != "session_ended" {
 		t.Errorf("landlock mode audit log: %v", evs)
+	}
+	// The proxy's refusal is in the suggested allowlist, with the policy.
+	if b, err := os.ReadFile(suggested); err != nil || !strings.Contains(string(b), `"203.0.113.10"`) || !strings.Contains(string(b), `"203.0.113.20"`) {
+		t.Errorf("landlock mode --suggest-allowlist: %s %v", b, err)
 	}
 	// Programs that ignore the proxy variables fail fast, for the denied
 	// host and even for the allowed one, over TCP and UDP.
