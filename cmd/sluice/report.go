@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -100,20 +98,7 @@ func (r *reporter) ReportDaemon(e daemon.Event) {
 	case daemon.EventSessionStarted, daemon.EventSessionEnded:
 		return
 	}
-	switch e.Type {
-	case daemon.EventEgressDenied, daemon.EventEgressAudit:
-		if a, err := netip.ParseAddr(e.Dst); err == nil && e.Reason == loader.ReasonNotAllowed.String() {
-			r.suggest.addAddr(a)
-		}
-	case daemon.EventDNSRefused, daemon.EventDNSAudit:
-		if e.Reason == dnsresolver.ReasonNotAllowed {
-			r.suggest.addName(e.Host)
-		}
-	case daemon.EventRebinding, daemon.EventRebindingAudit:
-		r.suggest.addPrivate(e.Host)
-	case daemon.EventProxyRefused:
-		r.suggestProxy(e.Host, e.Reason)
-	}
+	r.suggest.addEvent(e)
 	r.print(func() string {
 		if e.Comm != "" && (e.Type == daemon.EventDNSRefused || e.Type == daemon.EventDNSAudit) {
 			return e.Message + " (asked by " + e.Comm + ")"
@@ -130,26 +115,11 @@ func (r *reporter) ReportProxy(e proxy.Event) {
 	case proxy.EventRefused:
 		r.denied++
 		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
-		r.suggestProxy(e.Host, e.Reason)
+		r.suggest.addProxy(e.Host, e.Reason)
 	case proxy.EventRebinding:
 		r.suggest.addPrivate(e.Host)
 	}
 	r.print(func() string { return "proxy: " + e.String() })
-}
-
-// suggestProxy remembers a proxy refusal: the requested host, a name or an
-// IP literal. A name the policy has, refused for its private addresses,
-// is left out of the suggestion when it is written, and noted.
-func (r *reporter) suggestProxy(host, reason string) {
-	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		r.suggest.addAddr(a)
-		return
-	}
-	if strings.Contains(reason, "DNS rebinding") {
-		r.suggest.addPrivate(host)
-		return
-	}
-	r.suggest.addName(host)
 }
 
 // print writes one line unless the token bucket is empty. r.mu is held.

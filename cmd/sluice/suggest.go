@@ -12,6 +12,9 @@ import (
 	"sync"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/loader"
 )
 
 // maxSuggested bounds what a suggestion remembers: a program making up
@@ -84,6 +87,43 @@ func (s *suggestion) addPrivate(name string) {
 	}
 }
 
+// addProxy remembers a proxy refusal: the requested host, a name or an
+// IP literal. A name the policy has, refused for its private addresses,
+// is noted instead.
+func (s *suggestion) addProxy(host, reason string) {
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		s.addAddr(a)
+		return
+	}
+	if strings.Contains(reason, "DNS rebinding") {
+		s.addPrivate(host)
+		return
+	}
+	s.addName(host)
+}
+
+// addEvent remembers what an audit event (docs/audit.md) was refused: the
+// same events `sluice run` streams from the daemon and `sluice suggest`
+// reads from an audit log.
+func (s *suggestion) addEvent(e daemon.Event) {
+	switch e.Type {
+	case daemon.EventEgressDenied, daemon.EventEgressAudit:
+		// Only "not in the allowlist": an expired learned address belongs
+		// to a name the policy already has; sockets have no address.
+		if a, err := netip.ParseAddr(e.Dst); err == nil && e.Reason == loader.ReasonNotAllowed.String() {
+			s.addAddr(a)
+		}
+	case daemon.EventDNSRefused, daemon.EventDNSAudit:
+		if e.Reason == dnsresolver.ReasonNotAllowed {
+			s.addName(e.Host)
+		}
+	case daemon.EventRebinding, daemon.EventRebindingAudit:
+		s.addPrivate(e.Host)
+	case daemon.EventProxyRefused:
+		s.addProxy(e.Host, e.Reason)
+	}
+}
+
 // additions is what base does not already allow, names then addresses,
 // each sorted.
 func (s *suggestion) additions(base *allowlist.Policy) []string {
@@ -109,39 +149,34 @@ func (s *suggestion) additions(base *allowlist.Policy) []string {
 	return append(names, addrs...)
 }
 
-// write writes base plus the additions to path as a network_allowlist.json
-// (replacing it atomically), and tells w what was added.
-func (s *suggestion) write(path string, base *allowlist.Policy, w io.Writer) error {
+// render is base plus the additions, as a network_allowlist.json, and
+// what was added.
+func (s *suggestion) render(base *allowlist.Policy) (*allowlist.Policy, []string, error) {
 	add := s.additions(base)
 	extra, err := allowlist.FromStrings(add)
 	if err != nil {
 		// Every addition was normalised on the way in; this is a bug.
-		return fmt.Errorf("--suggest-allowlist: %w", err)
+		return nil, nil, err
 	}
-	merged := base.Merge(extra)
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	return base.Merge(extra), add, nil
+}
+
+// write writes base plus the additions to path as a network_allowlist.json
+// (replacing it atomically), and tells w what was added.
+func (s *suggestion) write(path string, base *allowlist.Policy, w io.Writer) error {
+	merged, add, err := s.render(base)
 	if err != nil {
 		return fmt.Errorf("--suggest-allowlist: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(merged.Format()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--suggest-allowlist: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
+	if err := writeFileAtomic(path, merged.Format()); err != nil {
 		return fmt.Errorf("--suggest-allowlist: %w", err)
 	}
-	// Under sudo the file is the invoking user's to review and edit.
-	if uid, gid, ok := sudoIDs(); ok {
-		_ = tmp.Chown(uid, gid)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--suggest-allowlist: write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("--suggest-allowlist: %w", err)
-	}
+	s.explain(w, path, merged, add)
+	return nil
+}
+
+// explain tells w what the suggestion at path holds and what it left out.
+func (s *suggestion) explain(w io.Writer, path string, merged *allowlist.Policy, add []string) {
 	switch len(add) {
 	case 0:
 		fmt.Fprintf(w, "sluice: suggested allowlist %s: %d entries, nothing added (nothing was refused)\n", path, merged.Len())
@@ -161,7 +196,31 @@ func (s *suggestion) write(path string, base *allowlist.Policy, w io.Writer) err
 	if s.beyond > 0 {
 		fmt.Fprintf(w, "sluice: %d more refused destinations were not remembered (over %d)\n", s.beyond, maxSuggested)
 	}
-	return nil
+}
+
+// writeFileAtomic replaces path with data (mode 0644; under sudo, owned by
+// the invoking user, who is to review and edit it).
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if uid, gid, ok := sudoIDs(); ok {
+		_ = tmp.Chown(uid, gid)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // sudoIDs are SUDO_UID and SUDO_GID when sluice runs as root under sudo.

@@ -767,4 +767,10 @@ func TestSuggestedAllowlistThroughDaemon(t *testing.T) {
 	if want := []string{"203.0.113.10", "203.0.113.20"}; !slices.Equal(doc.AllowedHosts, want) {
 		t.Errorf("suggested %v, want %v", doc.AllowedHosts, want)
 	}
+	// The same from the daemon's audit log, after the fact.
+	f.waitAudit(t, "session_ended", nil)
+	out, stderr, code := f.sluice(t, 0, 0, "suggest", "--from", f.audit)
+	if code != 0 || strings.TrimSpace(out) != strings.TrimSpace(string(b)) {
+		t.Errorf("sluice suggest from the audit log (exit %d):\n%s\nwant:\n%s\n%s", code, out, b, stderr)
+	}
 }

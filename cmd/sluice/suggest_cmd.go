@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/daemon"
+)
+
+// maxAuditLine bounds one audit log line: the daemon's are well under it
+// (a session_started line with a large allowlist is the longest).
+const maxAuditLine = 4 << 20
+
+// newSuggestCmd is `sluice suggest`: --suggest-allowlist after the fact,
+// from an audit log (the daemon's, or a `sluice run --audit-log` file a CI
+// job kept as an artifact).
+func newSuggestCmd() *cobra.Command {
+	var from, base, out string
+	var sessions []string
+	cmd := &cobra.Command{
+		Use:   "suggest --from AUDIT_LOG [--session NAME]... [--allowlist FILE] [-o FILE]",
+		Short: "Write the allowlist that would have allowed what an audit log shows was refused",
+		Long: `Read an audit log (docs/audit.md) and write a network_allowlist.json that would
+have let its sessions do what they were refused, or with --audit would have
+been: the sessions' own entries (or --allowlist FILE) plus every refused name
+and every address dialled without an allowed name. It is a starting point to
+review, like sluice run --suggest-allowlist. A malformed line is an error and
+nothing is written.`,
+		Example: `  sluice suggest --from audit.jsonl -o network_allowlist.json
+  sluice suggest --from /var/log/sluice/audit.jsonl --session run-4242-0123456789ab --allowlist ci.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from == "" {
+				return &exitError{code: exitSluiceError, err: errors.New("--from: name the audit log to read")}
+			}
+			f, err := os.Open(from)
+			if err != nil {
+				return &exitError{code: exitSluiceError, err: err}
+			}
+			defer f.Close()
+			sug, entries, seen, err := suggestFromAudit(f, sessions)
+			if err != nil {
+				return &exitError{code: exitSluiceError, err: fmt.Errorf("%s: %w", from, err)}
+			}
+			for _, s := range sessions {
+				if !seen[s] {
+					return &exitError{code: exitSluiceError, err: fmt.Errorf("%s: no lines of session %s", from, s)}
+				}
+			}
+			var p *allowlist.Policy
+			if base != "" {
+				p, err = allowlist.Load(base)
+			} else if p, err = allowlist.FromStrings(entries); err != nil {
+				err = fmt.Errorf("%s: the sessions' entries: %w", from, err)
+			}
+			if err != nil {
+				return &exitError{code: exitSluiceError, err: err}
+			}
+			merged, add, err := sug.render(p)
+			if err != nil {
+				return &exitError{code: exitSluiceError, err: err}
+			}
+			stderr := cmd.ErrOrStderr()
+			if out == "" || out == "-" {
+				if _, err := cmd.OutOrStdout().Write(merged.Format()); err != nil {
+					return &exitError{code: exitSluiceError, err: err}
+				}
+				sug.explain(stderr, "(standard output)", merged, add)
+				return nil
+			}
+			if err := writeFileAtomic(out, merged.Format()); err != nil {
+				return &exitError{code: exitSluiceError, err: err}
+			}
+			sug.explain(stderr, out, merged, add)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&from, "from", "", "the audit log to read (JSON lines, docs/audit.md)")
+	fl.StringArrayVar(&sessions, "session", nil, "only this session's lines (repeatable; default: every session in the log)")
+	fl.StringVar(&base, "allowlist", "", "build on this network_allowlist.json instead of the sessions' own entries")
+	fl.StringVarP(&out, "output", "o", "", "write the suggestion to `FILE` (default: standard output)")
+	return cmd
+}
+
+// suggestFromAudit reads audit lines: the refusals of the chosen sessions
+// (all when sessions is empty) into a suggestion, and the entries their
+// session_started lines name. seen says which sessions had lines.
+func suggestFromAudit(r io.Reader, sessions []string) (sug *suggestion, entries []string, seen map[string]bool, err error) {
+	sug, seen = newSuggestion(), map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxAuditLine)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		var e daemon.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, nil, nil, fmt.Errorf("line %d: not an audit event: %w", n, err)
+		}
+		if e.Type == "" {
+			return nil, nil, nil, fmt.Errorf("line %d: not an audit event: no \"type\"", n)
+		}
+		if e.Session == "" || (len(sessions) > 0 && !slices.Contains(sessions, e.Session)) {
+			continue
+		}
+		seen[e.Session] = true
+		if e.Type == daemon.EventSessionStarted {
+			entries = append(entries, e.Entries...)
+		}
+		sug.addEvent(e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	return sug, entries, seen, nil
+}
