@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
@@ -58,39 +60,52 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 		Example: `  sudo sluice run --allow 203.0.113.0/24 --allow 2001:db8:2::/64 -- some-agent --flags
   sudo sluice run --allowlist network_allowlist.json -- npm install`,
 		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	cmd.Flags().SetInterspersed(false)
+	o.flags(cmd.Flags())
+	f := cmd.Flags()
+	f.BoolVar(&o.audit, "audit", false, "allow everything, but report what would have been denied")
+	f.StringVar(&o.suggest, "suggest-allowlist", "", "when the command exits, write to `FILE` a network_allowlist.json that would have allowed what it was refused (with --audit: what would have been); review it before use")
+	return cmd
+}
+
+// newLearnCmd is `sluice learn`: `run --audit --suggest-allowlist` under
+// the name of what it is for.
+func newLearnCmd() *cobra.Command {
+	o := runOptions{audit: true}
+	cmd := &cobra.Command{
+		Use:   "learn [flags] -o FILE -- COMMAND [ARGS...]",
+		Short: "Run a command in audit mode and write the allowlist it needed",
+		Long: `Run COMMAND as sluice run --audit does (nothing is denied; what would have
+been is reported), then write to FILE the network_allowlist.json that would
+have allowed it: the entries given with --allow and --allowlist, plus every
+name it asked for and every address it dialled without an allowed name.
+
+Review the file, then confine the command with sluice run --allowlist FILE.
+Names whose answers held private addresses are named, never given
+allow_private. Audit mode needs the kernel (root, or the daemon).`,
+		Example: `  sudo sluice learn -o network_allowlist.json -- npm ci
+  sudo sluice learn --allowlist base.json -o ci.json -- make test`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			policy, err := o.policy()
-			if err != nil {
-				return &exitError{code: exitSluiceError, err: err}
+			if o.suggest == "" {
+				return &exitError{code: exitSluiceError, err: errors.New("-o FILE: name the allowlist to write")}
 			}
-			var memMax int64
-			if o.memoryMax != "" {
-				if memMax, err = cgroups.ParseSize(o.memoryMax); err != nil {
-					return &exitError{code: exitSluiceError, err: fmt.Errorf("--memory-max: %w", err)}
-				}
-			}
-			switch o.mode {
-			case "", modeBPF, modeLandlock, modeProxy:
-			default:
-				return &exitError{code: exitSluiceError, err: fmt.Errorf("--mode %q: want bpf, landlock or proxy", o.mode)}
-			}
-			if o.suggest != "" {
-				if st, err := os.Stat(filepath.Dir(o.suggest)); err != nil || !st.IsDir() {
-					return &exitError{code: exitSluiceError, err: fmt.Errorf("--suggest-allowlist %s: no such directory", o.suggest)}
-				}
-			}
-			if o.pidsMax < 0 {
-				return &exitError{code: exitSluiceError, err: fmt.Errorf("--pids-max must be positive, got %d", o.pidsMax)}
-			}
-			return runConfined(cmd, o, policy, memMax, args)
+			return o.run(cmd, args)
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
-	f := cmd.Flags()
+	o.flags(cmd.Flags())
+	cmd.Flags().StringVarP(&o.suggest, "output", "o", "", "write the learned network_allowlist.json to `FILE`")
+	return cmd
+}
+
+// flags are the flags run and learn share.
+func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.allow, "allow", nil, "allow a host name, *.wildcard, IP or CIDR (repeatable)")
 	f.StringVar(&o.allowlist, "allowlist", "", "read allowed hosts from a network_allowlist.json file")
 	f.StringVar(&o.user, "user", "", "run the command as USER[:GROUP] (names or numeric ids; default: the sudo user)")
-	f.BoolVar(&o.audit, "audit", false, "allow everything, but report what would have been denied")
 	f.Int64Var(&o.pidsMax, "pids-max", 0, "limit the number of processes in the session (cgroup pids.max)")
 	f.StringVar(&o.memoryMax, "memory-max", "", "limit the session's memory, e.g. 512M or 2G (cgroup memory.max)")
 	f.StringArrayVar(&o.dnsUpstreams, "dns-upstream", nil, "forward allowed names to this DNS server, ADDR[:PORT] (repeatable; default: the host's resolv.conf)")
@@ -101,9 +116,35 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
-	f.StringVar(&o.suggest, "suggest-allowlist", "", "when the command exits, write to `FILE` a network_allowlist.json that would have allowed what it was refused (with --audit: what would have been); review it before use")
 	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
-	return cmd
+}
+
+// run checks the options and runs argv confined.
+func (o runOptions) run(cmd *cobra.Command, argv []string) error {
+	policy, err := o.policy()
+	if err != nil {
+		return &exitError{code: exitSluiceError, err: err}
+	}
+	var memMax int64
+	if o.memoryMax != "" {
+		if memMax, err = cgroups.ParseSize(o.memoryMax); err != nil {
+			return &exitError{code: exitSluiceError, err: fmt.Errorf("--memory-max: %w", err)}
+		}
+	}
+	switch o.mode {
+	case "", modeBPF, modeLandlock, modeProxy:
+	default:
+		return &exitError{code: exitSluiceError, err: fmt.Errorf("--mode %q: want bpf, landlock or proxy", o.mode)}
+	}
+	if o.suggest != "" {
+		if st, err := os.Stat(filepath.Dir(o.suggest)); err != nil || !st.IsDir() {
+			return &exitError{code: exitSluiceError, err: fmt.Errorf("%s: no such directory to write the allowlist in", o.suggest)}
+		}
+	}
+	if o.pidsMax < 0 {
+		return &exitError{code: exitSluiceError, err: fmt.Errorf("--pids-max must be positive, got %d", o.pidsMax)}
+	}
+	return runConfined(cmd, o, policy, memMax, argv)
 }
 
 // policy combines --allow and --allowlist. Any bad entry is an error and

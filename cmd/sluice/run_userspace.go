@@ -23,7 +23,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
 	if o.audit || o.pidsMax != 0 || o.memoryMax != "" {
-		return fail(fmt.Errorf("--audit, --pids-max and --memory-max need mode bpf (this run would use %s)", mode))
+		return fail(fmt.Errorf("audit mode (--audit, sluice learn), --pids-max and --memory-max need mode bpf (this run would use %s)", mode))
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}

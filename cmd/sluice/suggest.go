@@ -166,10 +166,10 @@ func (s *suggestion) render(base *allowlist.Policy) (*allowlist.Policy, []string
 func (s *suggestion) write(path string, base *allowlist.Policy, w io.Writer) error {
 	merged, add, err := s.render(base)
 	if err != nil {
-		return fmt.Errorf("--suggest-allowlist: %w", err)
+		return fmt.Errorf("suggested allowlist: %w", err)
 	}
 	if err := writeFileAtomic(path, merged.Format()); err != nil {
-		return fmt.Errorf("--suggest-allowlist: %w", err)
+		return fmt.Errorf("write the suggested allowlist: %w", err)
 	}
 	s.explain(w, path, merged, add)
 	return nil

@@ -264,4 +264,15 @@ func TestSuggestedAllowlist(t *testing.T) {
 	if rs := results(t, out); len(rs) != 2 || !rs[0].OK || !rs[1].OK {
 		t.Fatalf("with the suggested allowlist: want both through, got %v", rs)
 	}
+
+	// sluice learn is the audited run under its own name.
+	learned := filepath.Join(dir, "learned.json")
+	out, _, code := f.sluice(t, "learn", []string{"--allow", "allowed.test", "-o", learned}, "sh", "-c", script)
+	if rs := results(t, out); code != 0 || len(rs) != 2 || !rs[0].OK || !rs[1].OK {
+		t.Fatalf("sluice learn: want both through and exit 0, got %v, exit %d", rs, code)
+	}
+	check(learned)
+	if _, stderr, code := f.sluice(t, "learn", nil, "true"); code == 0 || !strings.Contains(stderr, "-o FILE") {
+		t.Errorf("sluice learn without -o: exit %d: %s", code, stderr)
+	}
 }

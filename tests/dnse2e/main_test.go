@@ -103,9 +103,15 @@ func newFixture(t *testing.T) *fixture {
 // stderr and the exit status.
 func (f *fixture) run(t *testing.T, flags []string, command ...string) (string, string, int) {
 	t.Helper()
+	return f.sluice(t, "run", flags, command...)
+}
+
+// sluice is run with another subcommand that takes run's flags (learn).
+func (f *fixture) sluice(t *testing.T, sub string, flags []string, command ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := append([]string{"run", "--user", "65534:65534", "--dns-upstream", authV4.String()}, flags...)
+	args := append([]string{sub, "--user", "65534:65534", "--dns-upstream", authV4.String()}, flags...)
 	args = append(args, "--")
 	args = append(args, command...)
 	c := f.w.ClientCmd(ctx, sluiceBin, args...)
