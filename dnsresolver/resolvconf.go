@@ -42,3 +42,32 @@ func parseResolvConf(sc *bufio.Scanner) ([]string, error) {
 	}
 	return ups, sc.Err()
 }
+
+// SearchDomains reads the search list of a resolv.conf file (the last
+// "search" or "domain" line wins, as in glibc), normalised to lower case
+// without the trailing dot. A missing file has none.
+func SearchDomains(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return parseSearch(bufio.NewScanner(f))
+}
+
+func parseSearch(sc *bufio.Scanner) []string {
+	var search []string
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || (f[0] != "search" && f[0] != "domain") {
+			continue
+		}
+		search = search[:0:0]
+		for _, d := range f[1:] {
+			if d = strings.ToLower(strings.TrimSuffix(d, ".")); d != "" {
+				search = append(search, d)
+			}
+		}
+	}
+	return search
+}

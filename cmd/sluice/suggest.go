@@ -35,10 +35,17 @@ type suggestion struct {
 	addrs   map[netip.Addr]bool
 	private map[string]bool // names whose answers held addresses refused as rebinding
 	beyond  int             // refusals not remembered (maxSuggested)
+	// search is the resolv.conf search list. A stub resolver tries a
+	// name under each search domain (with Kubernetes' ndots:5, before the
+	// name itself), so a policy that allows api.example.com sees refused
+	// queries for api.example.com.svc.cluster.local: noise, not needs.
+	search   []string
+	expanded int // names left out as search-list expansions
 }
 
 func newSuggestion() *suggestion {
-	return &suggestion{names: map[string]bool{}, addrs: map[netip.Addr]bool{}, private: map[string]bool{}}
+	return &suggestion{names: map[string]bool{}, addrs: map[netip.Addr]bool{}, private: map[string]bool{},
+		search: dnsresolver.SearchDomains("/etc/resolv.conf")}
 }
 
 // addName remembers a refused host name. Reverse lookups (.arpa) and
@@ -130,10 +137,16 @@ func (s *suggestion) additions(base *allowlist.Policy) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var names, addrs []string
+	s.expanded = 0
 	for n := range s.names {
-		if _, ok := base.MatchName(n); !ok {
-			names = append(names, n)
+		if _, ok := base.MatchName(n); ok {
+			continue
 		}
+		if s.searchExpansion(n, base) {
+			s.expanded++
+			continue
+		}
+		names = append(names, n)
 	}
 	var as []netip.Addr
 	for a := range s.addrs {
@@ -147,6 +160,26 @@ func (s *suggestion) additions(base *allowlist.Policy) []string {
 		addrs = append(addrs, a.String())
 	}
 	return append(names, addrs...)
+}
+
+// searchExpansion reports whether n is another name with a search domain
+// appended, that other name being allowed or suggested itself. The other
+// name must have a dot of its own: "db" expanded to db.corp.example is
+// the name the program meant, and stays. s.mu is held.
+func (s *suggestion) searchExpansion(n string, base *allowlist.Policy) bool {
+	for _, d := range s.search {
+		rest, ok := strings.CutSuffix(n, "."+d)
+		if !ok || !strings.Contains(rest, ".") {
+			continue
+		}
+		if s.names[rest] {
+			return true
+		}
+		if _, ok := base.MatchName(rest); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // render is base plus the additions, as a network_allowlist.json, and
@@ -192,6 +225,9 @@ func (s *suggestion) explain(w io.Writer, path string, merged *allowlist.Policy,
 		}
 		slices.Sort(ps)
 		fmt.Fprintf(w, "sluice: not added: answers for %s held loopback, private or metadata addresses; if that is intended, give the entry \"allow_private\": true\n", strings.Join(ps, " "))
+	}
+	if s.expanded > 0 {
+		fmt.Fprintf(w, "sluice: left out %d names that are other names with a resolv.conf search domain appended (%s)\n", s.expanded, strings.Join(s.search, " "))
 	}
 	if s.beyond > 0 {
 		fmt.Fprintf(w, "sluice: %d more refused destinations were not remembered (over %d)\n", s.beyond, maxSuggested)

@@ -35,6 +35,7 @@ func TestSuggestion(t *testing.T) {
 	}
 	var out bytes.Buffer
 	r := newReporter(&out)
+	r.suggest.search = nil // not this machine's resolv.conf
 	// Kernel: an address dialled without a name; an expired learned one,
 	// a refused socket and loopback suggest nothing.
 	r.Report(loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("203.0.113.7"), Port: 443, Proto: 6})
@@ -196,5 +197,36 @@ func TestSuggestCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err == nil {
 		t.Errorf("a suggestion was written from a malformed log")
+	}
+}
+
+// TestSuggestionSearchExpansions: with Kubernetes' search list, a stub
+// resolver asks for allowed and suggested names under every search
+// domain first; those refusals are noise and are left out. A single-label
+// name's expansion is what the program meant, and stays.
+func TestSuggestionSearchExpansions(t *testing.T) {
+	base, _ := allowlist.FromStrings([]string{"api.github.com"})
+	s := newSuggestion()
+	s.search = []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"}
+	for _, n := range []string{
+		"api.github.com.default.svc.cluster.local", // the allowed name, expanded
+		"api.github.com.cluster.local",
+		"registry.npmjs.org",
+		"registry.npmjs.org.svc.cluster.local", // a suggested name, expanded
+		"db.corp.example",                      // "db" expanded: meant
+		"other.example.corp.example",           // other.example was never asked for itself
+	} {
+		s.addName(n)
+	}
+	got := s.additions(base)
+	want := []string{"db.corp.example", "other.example.corp.example", "registry.npmjs.org"}
+	if !slices.Equal(got, want) {
+		t.Errorf("additions %v, want %v", got, want)
+	}
+	var out bytes.Buffer
+	merged, add, _ := s.render(base)
+	s.explain(&out, "f", merged, add)
+	if !strings.Contains(out.String(), "left out 3 names") {
+		t.Errorf("explanation: %s", out.String())
 	}
 }
