@@ -187,5 +187,6 @@ if ((${#problems[@]} > 0)); then
 	exit 1
 fi
 printf '%sok%s: the confined shell reached %s and was refused %s, which never saw a packet.\n' "$green" "$reset" "$ALLOWED" "$DENIED"
-echo "Next: sudo sluice run --allowlist network_allowlist.json -- <your agent>"
+echo "Next: sudo sluice learn -o network_allowlist.json -- <your agent>   (audit mode: writes the allowlist it needed; review it)"
+echo "      sudo sluice run --allowlist network_allowlist.json -- <your agent>"
 note "cleaning up: namespaces, servers and the sluice-demo instance are removed on exit."
