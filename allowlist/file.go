@@ -97,7 +97,7 @@ func (fp *fileParser) parse() error {
 		}
 		return fp.fileError(start, errors.New(msg))
 	}
-	seen := false
+	seen, seenHidden := false, false
 	for fp.dec.More() {
 		keyAt := fp.skip(fp.dec.InputOffset())
 		tok, err := fp.dec.Token()
@@ -112,10 +112,16 @@ func (fp *fileParser) parse() error {
 				return err
 			}
 			continue
-		case key == "allowed_hosts":
-			fp.errs = append(fp.errs, fp.fileError(keyAt, errors.New(`"allowed_hosts" appears twice`)))
+		case key == "hidden_paths" && !seenHidden:
+			seenHidden = true
+			if err := fp.hiddenPaths(); err != nil {
+				return err
+			}
+			continue
+		case key == "allowed_hosts" || key == "hidden_paths":
+			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`%q appears twice`, key)))
 		default:
-			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the only key is "allowed_hosts"`, key)))
+			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the keys are "allowed_hosts" and "hidden_paths"`, key)))
 		}
 		if _, _, err := fp.value(); err != nil {
 			return err

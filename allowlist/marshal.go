@@ -23,12 +23,14 @@ func (p *Policy) Format() []byte {
 
 func (p *Policy) encode(pretty bool) []byte {
 	var b bytes.Buffer
-	sep, open, end, comma, colon := ",", `{"allowed_hosts":[`, "]}", ",", ":"
+	sep, open, closeList, closeObj, comma, colon := ",", `{"allowed_hosts":[`, "]", "}", ",", ":"
+	hiddenKey := `,"hidden_paths":[`
 	if pretty {
-		sep, open, end, comma, colon = ",\n    ", "{\n  \"allowed_hosts\": [\n    ", "\n  ]\n}\n", ", ", ": "
+		sep, open, closeList, closeObj, comma, colon = ",\n    ", "{\n  \"allowed_hosts\": [\n    ", "\n  ]", "\n}\n", ", ", ": "
 		if p.Len() == 0 {
-			open, end = "{\n  \"allowed_hosts\": [", "]\n}\n"
+			open, closeList = "{\n  \"allowed_hosts\": [", "]"
 		}
+		hiddenKey = ",\n  \"hidden_paths\": ["
 	}
 	b.WriteString(open)
 	first := true
@@ -41,7 +43,18 @@ func (p *Policy) encode(pretty bool) []byte {
 			encodeGrant(&b, it.t, g, comma, colon)
 		}
 	}
-	b.WriteString(end)
+	b.WriteString(closeList)
+	if p != nil && len(p.hidden) > 0 {
+		b.WriteString(hiddenKey)
+		for i, h := range p.hidden {
+			if i > 0 {
+				b.WriteString(comma)
+			}
+			writeString(&b, h)
+		}
+		b.WriteString("]")
+	}
+	b.WriteString(closeObj)
 	return b.Bytes()
 }
 

@@ -32,6 +32,12 @@ type CreateRequest struct {
 	NoProxyEnv bool     `json:"no_proxy_env,omitempty"`
 	Env        []string `json:"env,omitempty"`
 	Dir        string   `json:"dir,omitempty"`
+	// ShowPaths exempts these hidden paths (and what is below them) for
+	// this session; never the machine allowlist's hidden_paths.
+	ShowPaths []string `json:"show_paths,omitempty"`
+	// ShareProcesses turns process isolation off; refused for a caller
+	// that is itself confined.
+	ShareProcesses bool `json:"share_processes,omitempty"`
 }
 
 // SessionInfo describes a session.

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 func (s *Server) routes() http.Handler {
@@ -184,6 +185,18 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	if err != nil {
 		return nil, err
 	}
+	// The session's command is the daemon's child, outside the caller's
+	// Landlock domain: a confined caller asking for shared processes would
+	// get what its own session refuses it.
+	if req.ShareProcesses && parent != "" {
+		return nil, fail(http.StatusForbidden, "share_processes: a confined caller may not turn process isolation off")
+	}
+	// Hidden paths: the defaults and the session's own (which show_paths
+	// may exempt), and the machine's, which nothing exempts.
+	hidden, err := sandbox.HiddenPaths(machine.HiddenPaths(), requested.HiddenPaths(), req.ShowPaths)
+	if err != nil {
+		return nil, fail(http.StatusBadRequest, "%v", err)
+	}
 	// Descriptors last: a request that is wrong anyway says so first.
 	if len(files) != 3 {
 		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
@@ -211,8 +224,13 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 	ss.s = es
 	ss.info.Name = es.Name()
+	// The session's file system is built from the caller's view (its
+	// mount namespace, through the pidfd taken at connect, which pid reuse
+	// cannot redirect), not from the daemon's, which under systemd is the
+	// unit's sandbox.
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
-		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn}
+		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd}}
 	s.mu.Lock()
 	s.sessions[ss.info.Name] = ss
 	s.mu.Unlock()

@@ -203,7 +203,19 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
 	}
-	return startCommand(sessionSpawner{s}, spec, self, s.Name(), s.ProxyEnv())
+	// The command starts in its working directory by path, resolved in
+	// its own mount namespace: an inherited one could sit inside a
+	// hidden directory and keep its contents reachable.
+	if spec.Dir == "" {
+		if spec.Dir, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("find the working directory: %w", err)
+		}
+	}
+	prepare, err := spec.sandboxPrepare()
+	if err != nil {
+		return nil, err
+	}
+	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
 }
 
 // Spawn verifies that the datapath is in force on the session's cgroup and
@@ -212,7 +224,7 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 // exported for benchmarks that time the datapath alone; commands that
 // users run start through Start.
 func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
-	p := sessionSpawner{s}
+	p := sessionSpawner{s: s}
 	if err := p.Verify(); err != nil {
 		return fmt.Errorf("refusing to start the command: %w", err)
 	}
@@ -220,13 +232,17 @@ func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
 }
 
 // sessionSpawner is the real spawner: the pinned datapath and the
-// session's cgroup.
-type sessionSpawner struct{ s *Session }
+// session's cgroup; prepare, when set, builds the sandbox on the spawning
+// thread.
+type sessionSpawner struct {
+	s       *Session
+	prepare func() error
+}
 
 func (p sessionSpawner) Verify() error { return p.s.e.dp.Verify(p.s.cg.Path()) }
 
 func (p sessionSpawner) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
-	return p.s.cg.Start(cmd, user)
+	return p.s.cg.StartWith(cmd, user, p.prepare)
 }
 
 // ErrBadEvent marks a ring buffer record that could not be decoded; the

@@ -26,7 +26,8 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 	if len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") {
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
-	req := daemon.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ(), NoProxyEnv: o.noProxyEnv}
+	req := daemon.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
+		ShowPaths: o.showPaths, ShareProcesses: o.shareProcesses}
 	// --allow entries as strings; the file as it is, so allow_private and
 	// owners survive (the daemon parses it, and policy already did here).
 	_ = policy

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/userspace/landlock"
 	"github.com/sluice-dev/sluice/userspace/proxy"
 )
@@ -148,8 +149,13 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		}
 	})
 
-	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: os.Environ(),
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, User: spawn}
+	hidden, err := sandbox.HiddenPaths(nil, policy.HiddenPaths(), o.showPaths)
+	if err != nil {
+		return fail(err)
+	}
+	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: o.commandEnv(stderr),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, User: spawn,
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden}}
 	started := false
 	waitErr := supervise(func() (*exec.Cmd, error) {
 		c, err := s.Start(spec)

@@ -1,0 +1,188 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// staging is where Enter briefly mounts the tmpfs that holds the empty file
+// and directory laid over hidden paths. /proc is used because it is the
+// one directory every mount namespace has and that is covered again
+// (by the private /proc, or by uncovering the host's) before the command
+// runs.
+const staging = "/proc"
+
+// Enter gives the calling thread a mount namespace of its own, set up for
+// spec: a copy of from's (a pidfd; nil: the calling thread's), with
+// every mount a slave of the original (host mounts keep arriving, the
+// session's never leave), the hidden paths covered by an empty read-only
+// file or directory, and, with spec.Processes, a private /proc mounted
+// hidepid=invisible. A child the thread then clones is born in it.
+//
+// Enter changes per-thread state it cannot undo: call it only on a locked
+// OS thread that is thrown away afterwards (cgroups.Session.StartWith does
+// this), as root. It reports each path it hid to hid, when not nil.
+func Enter(spec Spec, from *os.File, hid func(path string)) error {
+	// setns(CLONE_NEWNS) and unshare(CLONE_NEWNS) need a thread that does
+	// not share its root and working directory with the runtime's others.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("sandbox: unshare(CLONE_FS): %w", err)
+	}
+	if from != nil {
+		if err := setnsMount(from); err != nil {
+			return err
+		}
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("sandbox: new mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("sandbox: make the session's mounts slaves: %w", err)
+	}
+	home := spec.Home
+	if home == "" {
+		home = homeOf(spec.UID)
+	}
+	globs, shown := spec.Hidden.Expand(home)
+	if len(globs) > 0 {
+		if err := hide(globs, shown, hid); err != nil {
+			return err
+		}
+	}
+	if spec.Processes {
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
+			return fmt.Errorf("sandbox: mount the session's /proc: %w", err)
+		}
+	}
+	return nil
+}
+
+// homeOf is uid's home directory, or "" for a uid without an account.
+// It reads the account database of the calling thread's mount namespace.
+func homeOf(uid uint32) string {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
+func setnsMount(pidfd *os.File) error {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("sandbox: caller's pidfd: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Setns(int(fd), unix.CLONE_NEWNS) }); err != nil {
+		return fmt.Errorf("sandbox: caller's pidfd: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("sandbox: enter the caller's mount namespace: %w", serr)
+	}
+	return nil
+}
+
+// target is a hidden path, opened (symlinks followed: the secret is where
+// the link points) before anything is mounted.
+type target struct {
+	path string
+	fd   int
+	dir  bool
+}
+
+// hide covers every existing path the globs match. All targets are opened
+// first, then the staging tmpfs is mounted, cloned over each, and
+// detached again.
+func hide(globs []Glob, shown []string, hid func(string)) error {
+	targets, err := openTargets(globs, shown)
+	defer func() {
+		for _, t := range targets {
+			unix.Close(t.fd)
+		}
+	}()
+	if err != nil || len(targets) == 0 {
+		return err
+	}
+	if err := unix.Mount("sluice-hidden", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=16k,nr_inodes=8"); err != nil {
+		return fmt.Errorf("sandbox: mount the staging tmpfs: %w", err)
+	}
+	err = cover(targets, hid)
+	if uerr := unix.Unmount(staging, unix.MNT_DETACH); uerr != nil && err == nil {
+		err = fmt.Errorf("sandbox: unmount the staging tmpfs: %w", uerr)
+	}
+	return err
+}
+
+func openTargets(globs []Glob, shown []string) ([]target, error) {
+	var targets []target
+	seen := map[string]bool{}
+	for _, g := range globs {
+		matches, err := filepath.Glob(g.Pattern)
+		if err != nil {
+			return targets, fmt.Errorf("sandbox: hidden path %s: %w", g.Pattern, err)
+		}
+		for _, m := range matches {
+			if seen[m] || (g.Exemptable && Shows(m, shown)) {
+				continue
+			}
+			fd, err := unix.Open(m, unix.O_PATH|unix.O_CLOEXEC, 0)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+				continue // a dangling link: nothing to hide behind it
+			}
+			if err != nil {
+				return targets, fmt.Errorf("sandbox: hidden path %s: %w", m, err)
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				unix.Close(fd)
+				return targets, fmt.Errorf("sandbox: hidden path %s: %w", m, err)
+			}
+			seen[m] = true
+			targets = append(targets, target{path: m, fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
+		}
+	}
+	return targets, nil
+}
+
+// cover lays a read-only clone of the staging file or directory over each
+// target, through its descriptor, so no path is resolved twice.
+func cover(targets []target, hid func(string)) error {
+	file, dir := filepath.Join(staging, "file"), filepath.Join(staging, "dir")
+	f, err := unix.Open(file, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		return fmt.Errorf("sandbox: staging file: %w", err)
+	}
+	unix.Close(f)
+	if err := unix.Mkdir(dir, 0o555); err != nil {
+		return fmt.Errorf("sandbox: staging directory: %w", err)
+	}
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	for _, t := range targets {
+		src := file
+		if t.dir {
+			src = dir
+		}
+		tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("sandbox: hide %s: clone %s: %w", t.path, src, err)
+		}
+		err = unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, ro)
+		if err == nil {
+			err = unix.MoveMount(tree, "", t.fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		}
+		unix.Close(tree)
+		if err != nil {
+			return fmt.Errorf("sandbox: hide %s: %w", t.path, err)
+		}
+		if hid != nil {
+			hid(t.path)
+		}
+	}
+	return nil
+}
