@@ -25,3 +25,9 @@ func RestrictSelf(Scopes) ([]string, error) { return nil, errNotLinux }
 
 // Enter fails outside Linux.
 func Enter(Spec, *os.File, func(string)) error { return errNotLinux }
+
+// Check reports that no layer exists outside Linux.
+func Check() []Layer {
+	why := "only on Linux"
+	return []Layer{{Name: "process isolation", Level: Missing, Detail: why}, {Name: "path hiding", Level: Missing, Detail: why}}
+}
