@@ -16,6 +16,8 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
+
+	"github.com/sluice-dev/sluice/audit"
 )
 
 func (s *Server) routes() http.Handler {
@@ -201,7 +203,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		return nil, err
 	}
 
-	ss := &session{srv: s, limit: NewEventLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan Event, 64), started: make(chan struct{}),
+	ss := &session{srv: s, limit: audit.NewLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan audit.Event, 64), started: make(chan struct{}),
 		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
@@ -228,7 +230,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
-	s.emit(Event{Type: EventSessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
+	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
 		Exe: path, Entries: ss.info.policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
 	close(ss.started)
 	go ss.waitCommand()
@@ -401,7 +403,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	p := c.peer
 	confined, _ := s.callerSession(p)
 	inScope := s.scope(p)
-	ch := s.hub.subscribe(func(e Event) bool {
+	ch := s.hub.subscribe(func(e audit.Event) bool {
 		if !confined && (p.UID == 0 || s.isAdmin(p)) {
 			return true
 		}
@@ -451,7 +453,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) (peer, bool) {
 	}
 	if refused != nil {
 		uid := c.peer.UID
-		s.emitRefusal(Event{Type: EventPolicyChangeRefused, Actor: &uid, PID: uint32(max(c.peer.PID, 0)), Reason: refused.Error(),
+		s.emitRefusal(audit.Event{Type: audit.PolicyChangeRefused, Actor: &uid, PID: uint32(max(c.peer.PID, 0)), Reason: refused.Error(),
 			Message: fmt.Sprintf("refused %s %s for uid %d (pid %d): %v", r.Method, r.URL.Path, c.peer.UID, c.peer.PID, refused)})
 		writeErr(w, refused)
 		return c.peer, false
@@ -602,19 +604,19 @@ func (s *Server) auditRefusal(p peer, err error) {
 		return
 	}
 	uid := p.UID
-	s.emitRefusal(Event{Type: EventSessionRefused, Actor: &uid, PID: uint32(max(p.PID, 0)), Reason: he.msg,
+	s.emitRefusal(audit.Event{Type: audit.SessionRefused, Actor: &uid, PID: uint32(max(p.PID, 0)), Reason: he.msg,
 		Message: fmt.Sprintf("refused a session for uid %d (pid %d): %s", p.UID, p.PID, he.msg)})
 }
 
 // emitRefusal writes an API refusal line within the daemon's refusal rate
 // limit (ratelimit.go).
-func (s *Server) emitRefusal(e Event) {
+func (s *Server) emitRefusal(e audit.Event) {
 	ok, report := s.refusals.Allow(time.Now())
 	if !ok {
 		return
 	}
 	if report > 0 {
-		s.emit(SuppressedEvent("", report))
+		s.emit(audit.SuppressedEvent("", report))
 	}
 	s.emit(e)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/daemon"
+
+	"github.com/sluice-dev/sluice/audit"
 )
 
 func client() *daemon.Client { return daemon.NewClient(daemon.SocketPath(socketFlag)) }
@@ -78,7 +80,7 @@ func newEventsCmd() *cobra.Command {
 				defer cancel()
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
-			return client().Events(ctx, func(e daemon.Event) {
+			return client().Events(ctx, func(e audit.Event) {
 				if asJSON {
 					_ = enc.Encode(e)
 					return

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/daemon"
+
+	"github.com/sluice-dev/sluice/audit"
 )
 
 // runViaDaemon runs the command in a session of the running daemon, which
@@ -53,11 +55,11 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		}
 	}
 
-	audit, err := openRunAudit(o.auditLog)
+	alog, err := openRunAudit(o.auditLog)
 	if err != nil {
 		return &exitError{code: exitSluiceError, err: err}
 	}
-	defer audit.close()
+	defer alog.close()
 	rep := newReporter(stderr)
 	// The suggestion builds on what the session was given: the entries
 	// asked for, or without any, the machine allowlist it got.
@@ -84,20 +86,20 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 					base = p
 				}
 			}
-			audit.session = s.Name
-			audit.started(s.PID, s.UID, path, s.Policy, argv[0])
+			alog.session = s.Name
+			alog.started(s.PID, s.UID, path, s.Policy, argv[0])
 		},
-		func(e daemon.Event) {
+		func(e audit.Event) {
 			rep.ReportDaemon(e)
-			audit.write(e)
+			alog.write(e)
 		})
 	if err != nil {
 		return &exitError{code: exitSluiceError, err: err}
 	}
 	if code == 0 {
-		audit.ended(nil)
+		alog.ended(nil)
 	} else {
-		audit.ended(&exitError{code: code})
+		alog.ended(&exitError{code: code})
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)

@@ -28,17 +28,17 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
-	audit, err := openRunAudit(o.auditLog)
+	alog, err := openRunAudit(o.auditLog)
 	if err != nil {
 		return fail(err)
 	}
-	defer audit.close()
+	defer alog.close()
 	// No cgroup names this session: the mode and sluice's pid do.
-	audit.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
+	alog.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
 	rep := newReporter(stderr)
 	p, err := proxy.New(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
 		rep.ReportProxy(ev)
-		audit.proxyEvent(ev)
+		alog.proxyEvent(ev)
 	}})
 	if err != nil {
 		return fail(err)
@@ -82,11 +82,11 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		for _, en := range policy.Entries() {
 			entries = append(entries, en.String())
 		}
-		audit.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
+		alog.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
 		return c, nil
 	})
 	if started {
-		audit.ended(err)
+		alog.ended(err)
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
