@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
-
-	"github.com/sluice-dev/sluice/audit"
 )
 
 func (s *Server) routes() http.Handler {
@@ -59,7 +59,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	if !errors.As(err, &he) {
 		he = &httpError{code: http.StatusInternalServerError, msg: err.Error()}
 	}
-	writeJSON(w, he.code, ErrorResponse{Error: he.msg})
+	writeJSON(w, he.code, api.ErrorResponse{Error: he.msg})
 }
 
 // decode reads a JSON body strictly: bounded size, no unknown fields, one
@@ -98,7 +98,7 @@ func (s *Server) mayCreate(p peer) bool { return p.UID == 0 || p.in(s.sessionGID
 func (s *Server) owns(p peer, ss *session) bool { return p.UID == 0 || ss.info.UID == p.UID }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
+	writeJSON(w, http.StatusOK, api.Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
 		Allowlist: s.cfg.AllowlistPath, Entries: s.machine.Load().Len()})
 }
 
@@ -110,7 +110,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	// The descriptors came with the request's first bytes; take them now
 	// so they are closed whatever happens.
-	var req CreateRequest
+	var req api.CreateRequest
 	derr := decode(w, r, &req)
 	fds := c.takeFDs()
 	files := make([]*os.File, len(fds))
@@ -140,7 +140,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 // create validates a request and starts its session.
-func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, error) {
+func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*session, error) {
 	if !s.mayCreate(p) {
 		return nil, fail(http.StatusForbidden, "uid %d may not create sessions: only root and members of group %q", p.UID, s.cfg.SessionGroup)
 	}
@@ -204,7 +204,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 
 	ss := &session{srv: s, limit: audit.NewLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan audit.Event, 64), started: make(chan struct{}),
-		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
+		info: api.SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
 		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true})
@@ -231,13 +231,14 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
-		Exe: path, Entries: ss.info.policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
+		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
 	close(ss.started)
 	go ss.waitCommand()
 	return ss, nil
 }
 
-func (i SessionInfo) policyStrings(es *enforcer.Session) []string {
+// policyStrings is the session's policy as entry strings, for session_started.
+func policyStrings(es *enforcer.Session) []string {
 	var out []string
 	for _, e := range es.Policy().Entries() {
 		out = append(out, e.String())
@@ -261,19 +262,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 	enc := json.NewEncoder(w)
 	fl, _ := w.(http.Flusher)
 	info := ss.infoNow()
-	_ = enc.Encode(StreamMessage{Session: &info})
+	_ = enc.Encode(api.StreamMessage{Session: &info})
 	if fl != nil {
 		fl.Flush()
 	}
 	for {
 		select {
 		case e := <-ss.stream:
-			_ = enc.Encode(StreamMessage{Event: &e})
+			_ = enc.Encode(api.StreamMessage{Event: &e})
 		case <-ss.done:
 			for {
 				select {
 				case e := <-ss.stream:
-					_ = enc.Encode(StreamMessage{Event: &e})
+					_ = enc.Encode(api.StreamMessage{Event: &e})
 					continue
 				default:
 				}
@@ -282,7 +283,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 			ss.mu.Lock()
 			code := ss.exit
 			ss.mu.Unlock()
-			_ = enc.Encode(StreamMessage{Exit: &code})
+			_ = enc.Encode(api.StreamMessage{Exit: &code})
 			if fl != nil {
 				fl.Flush()
 			}
@@ -322,7 +323,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := []SessionInfo{}
+	out := []api.SessionInfo{}
 	inScope := s.scope(c.peer)
 	for _, ss := range s.snapshot() {
 		if s.owns(c.peer, ss) && inScope(ss) {
@@ -331,7 +332,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 			out = append(out, info)
 		}
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int { return a.Created.Compare(b.Created) })
+	slices.SortFunc(out, func(a, b api.SessionInfo) int { return a.Created.Compare(b.Created) })
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -370,7 +371,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	var req SignalRequest
+	var req api.SignalRequest
 	if err := decode(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
@@ -538,7 +539,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	s.allowMu.Lock()
 	defer s.allowMu.Unlock()
-	var req RevokeRequest
+	var req api.RevokeRequest
 	if err := decode(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
@@ -549,7 +550,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	old := s.machine.Load()
 	np, kept := old.Without(req.Owner)
-	resp := RevokeResponse{Removed: []string{}, Kept: []string{}}
+	resp := api.RevokeResponse{Removed: []string{}, Kept: []string{}}
 	still := map[string]bool{}
 	for _, e := range np.Entries() {
 		still[e.String()] = true
@@ -573,10 +574,10 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// decodeEntries reads an AllowRequest and parses its entries (with the
+// decodeEntries reads an api.AllowRequest and parses its entries (with the
 // request's owner), naming the first bad one.
-func decodeEntries(w http.ResponseWriter, r *http.Request) (AllowRequest, []allowlist.Entry, error) {
-	var req AllowRequest
+func decodeEntries(w http.ResponseWriter, r *http.Request) (api.AllowRequest, []allowlist.Entry, error) {
+	var req api.AllowRequest
 	if err := decode(w, r, &req); err != nil {
 		return req, nil, err
 	}

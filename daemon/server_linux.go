@@ -19,10 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
-
-	"github.com/sluice-dev/sluice/audit"
 )
 
 // Config configures the daemon. Empty fields take the defaults.
@@ -85,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.AllowlistPath = DefaultAllowlist
 	}
 	if cfg.SocketPath == "" {
-		cfg.SocketPath = DefaultSocket
+		cfg.SocketPath = api.DefaultSocket
 	}
 	ecfg := cfg.Enforcer
 	if cfg.StateDir != "" {

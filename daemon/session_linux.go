@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
-
-	"github.com/sluice-dev/sluice/audit"
 )
 
 // recentMax bounds the denials kept per session for `sluice sessions show`.
@@ -30,7 +30,7 @@ type session struct {
 	srv       *Server
 	limit     *audit.Limiter
 	s         *enforcer.Session
-	info      SessionInfo
+	info      api.SessionInfo
 	requested *allowlist.Policy // what the client asked for; nil = the machine's
 	cmd       *exec.Cmd         // nil after a re-adoption
 
@@ -208,7 +208,7 @@ func (ss *session) end(code int) {
 }
 
 // infoNow is the session's info with live counters.
-func (ss *session) infoNow() SessionInfo {
+func (ss *session) infoNow() api.SessionInfo {
 	info := ss.info
 	for _, e := range ss.s.Policy().Entries() {
 		info.Policy = append(info.Policy, e.String())
@@ -257,7 +257,7 @@ func (s *Server) adoptAll() {
 
 func (s *Server) adopt(r record) error {
 	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(),
-		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
+		info: api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)
 		if err != nil {

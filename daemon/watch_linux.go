@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/allowlist"
-
 	"github.com/sluice-dev/sluice/audit"
 )
 

@@ -6,9 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/userspace/proxy"
-
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // runAudit is `sluice run --audit-log`: the session's denials, and its

@@ -6,11 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
-
-	"github.com/sluice-dev/sluice/audit"
 )
 
 // reporter prints one line per denial on the command's stderr, with a

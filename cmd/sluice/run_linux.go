@@ -13,14 +13,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
-	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/userspace/landlock"
 	"github.com/sluice-dev/sluice/userspace/proxy"
-
-	"github.com/sluice-dev/sluice/audit"
 )
 
 // runConfined is the embedded enforcer: it sets up a session, runs the
@@ -33,12 +32,12 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 
 	// An explicit socket means "through the daemon": falling back to the
 	// embedded enforcer would silently apply another policy.
-	explicit := socketFlag != "" || os.Getenv(daemon.SocketEnv) != ""
+	explicit := socketFlag != "" || os.Getenv(api.SocketEnv) != ""
 	if o.mode == "" || o.mode == modeBPF {
 		if c := client(); c.Available(cmd.Context()) {
 			return runViaDaemon(cmd, c, o, policy, memMax, argv)
 		} else if explicit {
-			return fail(fmt.Errorf("no sluice daemon answers on %s", daemon.SocketPath(socketFlag)))
+			return fail(fmt.Errorf("no sluice daemon answers on %s", api.SocketPath(socketFlag)))
 		}
 	}
 	var why []string

@@ -12,10 +12,9 @@ import (
 	"sync"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
-
-	"github.com/sluice-dev/sluice/audit"
 )
 
 // maxSuggested bounds what a suggestion remembers: a program making up

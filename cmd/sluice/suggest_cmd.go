@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
-
 	"github.com/sluice-dev/sluice/audit"
 )
 

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"encoding/json"
@@ -12,9 +12,6 @@ const (
 	DefaultSocket = "/run/sluice/sluice.sock"
 	SocketEnv     = "SLUICE_SOCKET" // overrides DefaultSocket; --socket overrides both
 )
-
-// API types, shared by the daemon and its clients. docs/api.md documents
-// them; field names are part of the interface.
 
 // CreateRequest asks for a session running Argv. The client's stdin,
 // stdout and stderr travel with the request as SCM_RIGHTS.
