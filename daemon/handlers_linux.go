@@ -36,18 +36,6 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// httpError is an API error with its status.
-type httpError struct {
-	code int
-	msg  string
-}
-
-func (e *httpError) Error() string { return e.msg }
-
-func fail(code int, format string, args ...any) error {
-	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -93,10 +81,6 @@ func (s *Server) isAdmin(p peer) bool { return p.UID == 0 || p.in(s.adminGID, s.
 
 func (s *Server) mayCreate(p peer) bool { return p.UID == 0 || p.in(s.sessionGID, s.hasSessionGID) }
 
-// owns reports whether ss belongs to p's uid (root owns every session);
-// scope narrows that for confined callers.
-func (s *Server) owns(p peer, ss *session) bool { return p.UID == 0 || ss.info.UID == p.UID }
-
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
 		Allowlist: s.cfg.AllowlistPath, Entries: s.machine.Load().Len()})
@@ -141,8 +125,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 // create validates a request and starts its session.
 func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*session, error) {
-	if !s.mayCreate(p) {
-		return nil, fail(http.StatusForbidden, "uid %d may not create sessions: only root and members of group %q", p.UID, s.cfg.SessionGroup)
+	who, own := s.caller(p)
+	if err := who.mayCreate(s.cfg.SessionGroup); err != nil {
+		return nil, err
 	}
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, fail(http.StatusBadRequest, "argv: a command is required")
@@ -151,10 +136,10 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 		return nil, fail(http.StatusBadRequest, "pids_max and memory_max must not be negative")
 	}
 	spawn := cgroups.SpawnOptions{UID: p.UID, GID: p.GID, Groups: p.Groups}
-	switch {
-	case req.User != "" && p.UID != 0:
-		return nil, fail(http.StatusForbidden, "user: only root may run a session as another user")
-	case req.User != "":
+	if err := who.mayRunAs(req.User); err != nil {
+		return nil, err
+	}
+	if req.User != "" {
 		o, err := cgroups.LookupUser(req.User)
 		if err != nil {
 			return nil, fail(http.StatusBadRequest, "user %q: %v", req.User, err)
@@ -178,11 +163,13 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 			}
 			requested = requested.Merge(doc)
 		}
-		if _, err := requested.Narrow(machine); err != nil {
-			return nil, fail(http.StatusForbidden, "a session may only narrow the machine allowlist: %v", err)
-		}
 	}
-	requested, parent, err := s.narrowForCaller(p, requested)
+	var ownPolicy *allowlist.Policy
+	parent := ""
+	if own != nil {
+		ownPolicy, parent = own.s.Policy(), own.info.Name
+	}
+	requested, err := sessionRequest(who, requested, machine, ownPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +297,8 @@ func (s *Server) lookup(r *http.Request) (*session, peer, error) {
 	s.mu.Lock()
 	ss := s.sessions[r.PathValue("name")]
 	s.mu.Unlock()
-	if ss == nil || !s.owns(c.peer, ss) || !s.scope(c.peer)(ss) {
+	who, _ := s.caller(c.peer)
+	if ss == nil || !s.visible(who)(ss) {
 		// Someone else's session does not exist, as far as p can tell.
 		return nil, c.peer, fail(http.StatusNotFound, "no session %q", r.PathValue("name"))
 	}
@@ -324,9 +312,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []api.SessionInfo{}
-	inScope := s.scope(c.peer)
+	who, _ := s.caller(c.peer)
+	visible := s.visible(who)
 	for _, ss := range s.snapshot() {
-		if s.owns(c.peer, ss) && inScope(ss) {
+		if visible(ss) {
 			info := ss.infoNow()
 			info.Recent = nil
 			out = append(out, info)
@@ -401,17 +390,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	p := c.peer
-	confined, _ := s.callerSession(p)
-	inScope := s.scope(p)
+	who, _ := s.caller(c.peer)
 	ch := s.hub.subscribe(func(e audit.Event) bool {
-		if !confined && (p.UID == 0 || s.isAdmin(p)) {
+		if who.seesAllEvents() {
 			return true
 		}
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		ss := s.sessions[e.Session]
-		s.mu.Unlock()
-		return ss != nil && s.owns(p, ss) && inScope(ss)
+		return ss != nil && who.sees(ss.ref(), s.lookupRef)
 	})
 	defer s.hub.unsubscribe(ch)
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -446,13 +433,8 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) (peer, bool) {
 		writeErr(w, err)
 		return peer{}, false
 	}
-	var refused error
-	if !s.isAdmin(c.peer) {
-		refused = fail(http.StatusForbidden, "changing the machine allowlist needs root or the admin group")
-	} else if confined, _ := s.callerSession(c.peer); confined {
-		refused = fail(http.StatusForbidden, "the machine allowlist cannot be changed from inside a sluice session")
-	}
-	if refused != nil {
+	who, _ := s.caller(c.peer)
+	if refused := who.mayChangeMachine(); refused != nil {
 		uid := c.peer.UID
 		s.emitRefusal(audit.Event{Type: audit.PolicyChangeRefused, Actor: &uid, PID: uint32(max(c.peer.PID, 0)), Reason: refused.Error(),
 			Message: fmt.Sprintf("refused %s %s for uid %d (pid %d): %v", r.Method, r.URL.Path, c.peer.UID, c.peer.PID, refused)})

@@ -283,29 +283,6 @@ func (s *Server) adopt(r record) error {
 	return nil
 }
 
-// intersect is the part of requested that the machine allows; nil
-// requested means "everything the machine allows".
-func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
-	if requested == nil {
-		return machine
-	}
-	var keep []allowlist.Entry
-	for _, e := range requested.Entries() {
-		one, err := allowlist.New([]allowlist.Entry{e})
-		if err != nil {
-			continue
-		}
-		if _, err := one.Narrow(machine); err == nil {
-			keep = append(keep, e)
-		}
-	}
-	p, err := allowlist.New(keep)
-	if err != nil {
-		p, _ = allowlist.New(nil)
-	}
-	return p
-}
-
 func closedChan() chan struct{} {
 	c := make(chan struct{})
 	close(c)
