@@ -592,7 +592,7 @@ func (s *Server) auditRefusal(p peer, err error) {
 }
 
 // emitRefusal writes an API refusal line within the daemon's refusal rate
-// limit (ratelimit.go).
+// limit (audit.Limiter).
 func (s *Server) emitRefusal(e audit.Event) {
 	ok, report := s.refusals.Allow(time.Now())
 	if !ok {

@@ -119,7 +119,7 @@ func (ss *session) proxyEvent(ev proxy.Event) {
 }
 
 // deliver sends a deny event everywhere it belongs, within the session's
-// rate limit (ratelimit.go).
+// rate limit (audit.Limiter).
 func (ss *session) deliver(e audit.Event) {
 	now := time.Now()
 	ok, report := ss.limit.Allow(now)
