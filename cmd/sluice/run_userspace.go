@@ -28,17 +28,17 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
-	alog, err := openRunAudit(o.auditLog)
+	audit, err := openRunAudit(o.auditLog)
 	if err != nil {
 		return fail(err)
 	}
-	defer alog.close()
+	defer audit.close()
 	// No cgroup names this session: the mode and sluice's pid do.
-	alog.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
+	audit.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
 	rep := newReporter(stderr)
 	p, err := proxy.New(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
 		rep.ReportProxy(ev)
-		alog.proxyEvent(ev)
+		audit.proxyEvent(ev)
 	}})
 	if err != nil {
 		return fail(err)
@@ -82,11 +82,11 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		for _, en := range policy.Entries() {
 			entries = append(entries, en.String())
 		}
-		alog.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
+		audit.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
 		return c, nil
 	})
 	if started {
-		alog.ended(err)
+		audit.ended(err)
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
