@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/addrclass"
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/dnsresolver"
 )
 
 // SOCKS5 reply codes (RFC 1928 section 6).
@@ -109,7 +109,7 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 		}
 		seen[a] = true
 		if !entry.AllowPrivate {
-			if why, bad := dnsresolver.Rebinding(a); bad {
+			if why, bad := addrclass.Rebinding(a); bad {
 				dropped = append(dropped, fmt.Sprintf("%v (%s)", a, why))
 				continue
 			}
