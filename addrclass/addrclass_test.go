@@ -161,3 +161,14 @@ func BenchmarkRebindingPublic(b *testing.B) {
 		}
 	}
 }
+
+func TestRefusedError(t *testing.T) {
+	e := &RefusedError{Name: "intranet.example", Refused: []Refusal{
+		{netip.MustParseAddr("10.0.0.5"), "private (RFC 1918)"},
+		{netip.MustParseAddr("::1"), "loopback"},
+	}}
+	want := "intranet.example resolves only to addresses sluice refuses: 10.0.0.5 (private (RFC 1918)), ::1 (loopback) (DNS rebinding protection; add allow_private to the entry if this is intended)"
+	if got := e.Error(); got != want {
+		t.Errorf("Error() = %q\nwant      %q", got, want)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 
 	"github.com/miekg/dns"
+
+	"github.com/sluice-dev/sluice/addrclass"
 )
 
 // ErrRefused is wrapped by LookupNetIP's error when the session's
@@ -26,13 +28,18 @@ var ErrRefused = errors.New("refused by the session's resolver")
 // A and AAAA are asked at once; IPv4 addresses come first, then IPv6,
 // each in the order of the answer. When one of the two fails and the other
 // has addresses, those are returned. A name that exists nowhere is a
-// *net.DNSError with IsNotFound. A name whose answers hold no usable
-// address (none, or only ones the rebinding filter removed: its events
-// say which) gives no addresses and no error.
+// *net.DNSError with IsNotFound. When the rebinding filter removed every
+// address of the answers it just received, the error is an
+// *addrclass.RefusedError that names them. (An answer the filter left
+// empty is not cached. One that kept other records, a CNAME say, is, and
+// the cache keeps no record of what was removed: from the cache such a
+// name, like a name without addresses, gives no addresses and no error;
+// the resolver's events said what was dropped when the answer arrived.)
 func (r *Resolver) LookupNetIP(ctx context.Context, host string) ([]netip.Addr, error) {
 	type result struct {
-		m   *dns.Msg
-		err error
+		m       *dns.Msg
+		err     error
+		dropped []Dropped
 	}
 	var res [2]result
 	done := make(chan struct{})
@@ -41,9 +48,10 @@ func (r *Resolver) LookupNetIP(ctx context.Context, host string) ([]netip.Addr, 
 		req.SetQuestion(dns.Fqdn(host), qtype)
 		req.RecursionDesired = true
 		// No client address: nothing of the session sent this.
-		m, how, err := r.resolve(ctx, req, netip.AddrPort{})
+		var dropped []Dropped
+		m, how, err := r.resolve(ctx, req, netip.AddrPort{}, &dropped)
 		r.count(how, m.Rcode)
-		res[i] = result{m, err}
+		res[i] = result{m, err, dropped}
 	}
 	go func() {
 		defer close(done)
@@ -54,8 +62,12 @@ func (r *Resolver) LookupNetIP(ctx context.Context, host string) ([]netip.Addr, 
 
 	var addrs []netip.Addr
 	var errs []error
+	var refused []addrclass.Refusal
 	notFound := 0
 	for _, x := range res {
+		for _, d := range x.dropped {
+			refused = append(refused, addrclass.Refusal{Addr: d.Addr, Why: d.Why})
+		}
 		switch {
 		case x.err != nil:
 			errs = append(errs, x.err)
@@ -70,6 +82,8 @@ func (r *Resolver) LookupNetIP(ctx context.Context, host string) ([]netip.Addr, 
 	switch {
 	case len(addrs) > 0:
 		return addrs, nil
+	case len(refused) > 0:
+		return nil, &addrclass.RefusedError{Name: host, Refused: refused}
 	case len(errs) > 0:
 		// Both questions are refused alike; say it once.
 		if len(errs) == 2 && errs[0].Error() == errs[1].Error() {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/sluice-dev/sluice/addrclass"
 )
 
 func lookup(t *testing.T, r *Resolver, host string) ([]netip.Addr, error) {
@@ -108,8 +110,13 @@ func TestLookupNetIPRebinding(t *testing.T) {
 		t.Errorf("%d rebinding events, want 2 (10.0.0.5, ::1): %v", n, e.events.all())
 	}
 	got, err = lookup(t, e.r, "inner.example.net")
-	if err != nil || len(got) != 0 {
-		t.Fatalf("only metadata and link-local addresses: %v, %v; want nothing, no error", got, err)
+	var re *addrclass.RefusedError
+	if !errors.As(err, &re) || len(got) != 0 || len(re.Refused) != 2 || !strings.Contains(err.Error(), "169.254.169.254 (link-local (cloud metadata))") {
+		t.Fatalf("only metadata and link-local addresses: %v, %v; want a RefusedError naming both", got, err)
+	}
+	// An answer left empty is not cached: asked again, the same refusal.
+	if got, err = lookup(t, e.r, "inner.example.net"); !errors.As(err, &re) || len(got) != 0 {
+		t.Fatalf("again: %v, %v; want the same RefusedError", got, err)
 	}
 	if _, ok := e.learner.addrs()[mustAddr("169.254.169.254")]; ok {
 		t.Error("the metadata address was learned")

@@ -17,7 +17,7 @@ import (
 
 // Resolve computes the reply to req from client. It never returns nil.
 func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) *dns.Msg {
-	m, how, _ := r.resolve(ctx, req, client)
+	m, how, _ := r.resolve(ctx, req, client, nil)
 	r.count(how, m.Rcode)
 	return m
 }
@@ -51,7 +51,9 @@ func (r *Resolver) count(how string, rcode int) {
 // resolve is Resolve without the counting; for an answer that is an error
 // (REFUSED, SERVFAIL...) it also says why, for in-process callers
 // (LookupNetIP) that have no event stream to read it from.
-func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) (*dns.Msg, string, error) {
+// dropped, if not nil, collects what the rebinding filter removed from a
+// fresh answer.
+func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort, dropped *[]Dropped) (*dns.Msg, string, error) {
 	if req.Opcode != dns.OpcodeQuery {
 		return reply(req, dns.RcodeNotImplemented), "", errors.New("only standard queries are answered")
 	}
@@ -114,7 +116,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 		return reply(req, dns.RcodeServerFailure), "", err
 	}
 
-	ans, err := r.accept(answerContext{name: name, qtype: q.Qtype, key: key, allowPrivate: entry.AllowPrivate, client: client}, resp, now)
+	ans, err := r.accept(answerContext{name: name, qtype: q.Qtype, key: key, allowPrivate: entry.AllowPrivate, client: client, dropped: dropped}, resp, now)
 	if err != nil {
 		return reply(req, dns.RcodeServerFailure), "", err
 	}
@@ -129,6 +131,7 @@ type answerContext struct {
 	key          cacheKey
 	allowPrivate bool // the matching entry's
 	client       netip.AddrPort
+	dropped      *[]Dropped // if not nil, receives what the filter removed
 }
 
 // accept filters resp, an upstream's answer, clamps its TTLs, teaches the
@@ -147,6 +150,9 @@ func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (an
 		allowPrivate = true
 	}
 	learn, dropped := FilterAnswer(resp, fqdn, allowPrivate)
+	if c.dropped != nil {
+		*c.dropped = append(*c.dropped, dropped...)
+	}
 	for _, d := range dropped {
 		r.event(Event{Kind: EventRebinding, Name: d.Name, QType: typeString(c.qtype), Addr: d.Addr, Client: c.client, Reason: d.Why})
 	}
