@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -212,17 +211,8 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 	ss.s = es
 	ss.info.Name = es.Name()
-	cmd := exec.Command(path, req.Argv[1:]...)
-	cmd.Args[0] = req.Argv[0]
-	cmd.Env = append(slices.Clone(req.Env), "SLUICE_SESSION="+es.Name())
-	if !req.NoProxyEnv {
-		cmd.Env = append(cmd.Env, es.ProxyEnv()...)
-	}
-	cmd.Dir = req.Dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
-	if err := enforcer.WrapSocketFamilies(cmd); err != nil {
-		return nil, err
-	}
+	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
+		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn}
 	s.mu.Lock()
 	s.sessions[ss.info.Name] = ss
 	s.mu.Unlock()
@@ -230,7 +220,8 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		s.dropSession(ss)
 		return nil, err
 	}
-	if err := es.Start(cmd, spawn); err != nil {
+	cmd, err := es.Start(spec)
+	if err != nil {
 		close(ss.started)
 		s.dropSession(ss)
 		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)

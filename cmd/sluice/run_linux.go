@@ -148,22 +148,17 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		}
 	})
 
-	c := exec.Command(path, argv[1:]...)
-	c.Args[0] = argv[0]
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	c.Env = append(append(os.Environ(), s.ProxyEnv()...), "SLUICE_SESSION="+s.Name())
-	if err := enforcer.WrapSocketFamilies(c); err != nil {
-		return fail(err)
-	}
-
+	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: os.Environ(),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, User: spawn}
 	started := false
-	waitErr := supervise(c, func() error {
-		if err := s.Start(c, spawn); err != nil {
+	waitErr := supervise(func() (*exec.Cmd, error) {
+		c, err := s.Start(spec)
+		if err != nil {
 			code := exitSluiceError
 			if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.ENOEXEC) {
 				code = exitCannotExec
 			}
-			return &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
+			return nil, &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
 		}
 		started = true
 		var entries []string
@@ -171,7 +166,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			entries = append(entries, en.String())
 		}
 		audit.started(c.Process.Pid, spawn.UID, path, entries, argv[0])
-		return nil
+		return c, nil
 	})
 	if !started {
 		return waitErr

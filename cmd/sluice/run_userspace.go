@@ -80,9 +80,9 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		fmt.Fprintln(stderr, "sluice: note: --no-proxy-env: the command can reach only loopback")
 	}
 	started := false
-	err = supervise(c, func() error {
+	err = supervise(func() (*exec.Cmd, error) {
 		if err := c.Start(); err != nil {
-			return &exitError{code: exitCannotExec, err: err}
+			return nil, &exitError{code: exitCannotExec, err: err}
 		}
 		started = true
 		var entries []string
@@ -90,7 +90,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 			entries = append(entries, en.String())
 		}
 		audit.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
-		return nil
+		return c, nil
 	})
 	if started {
 		audit.ended(err)
