@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/userspace/proxy"
 )
@@ -17,7 +18,7 @@ import (
 // /etc/hosts and, on macOS, the system's per-domain DNS settings; there is
 // no session resolver in these modes for it to disagree with. The caller
 // closes the resolver.
-func userspaceResolver(o runOptions, policy *allowlist.Policy, rep *reporter, audit *runAudit) (*dnsresolver.Resolver, error) {
+func userspaceResolver(o runOptions, policy *allowlist.Policy, rep *reporter, alog *runAudit) (*dnsresolver.Resolver, error) {
 	if len(o.dnsUpstreams) == 0 {
 		return nil, nil
 	}
@@ -30,7 +31,7 @@ func userspaceResolver(o runOptions, policy *allowlist.Policy, rep *reporter, au
 		MaxIPsPerName: o.dnsMaxIPs,
 		OnEvent: func(ev dnsresolver.Event) {
 			rep.ReportDNS(ev, func() string { return "" })
-			auditDNS(audit, ev)
+			auditDNS(alog, ev)
 		},
 	})
 	if err != nil {
@@ -45,4 +46,12 @@ func withResolver(cfg proxy.Config, r *dnsresolver.Resolver) proxy.Config {
 		cfg.Resolve = r.LookupNetIP
 	}
 	return cfg
+}
+
+// auditDNS writes a resolver event of a userspace session's proxy to the
+// audit log. No program asked: the proxy did, so there is no owner.
+func auditDNS(log *runAudit, ev dnsresolver.Event) {
+	if log.on() {
+		log.write(audit.FromDNS("", ev, ""))
+	}
 }
