@@ -288,3 +288,35 @@ func TestSessionToolsWork(t *testing.T) {
 		t.Log("gdb not installed: skipped")
 	}
 }
+
+// TestCommonToolsInSession: git on a local repository, python and node
+// (when installed) work in a sandboxed session.
+func TestCommonToolsInSession(t *testing.T) {
+	requireSluice(t)
+	dir := sharedDir(t)
+	script := fmt.Sprintf(`set -e
+cd %s
+export HOME=%s GIT_CONFIG_NOSYSTEM=1
+git init -q repo && cd repo
+git -c user.name=t -c user.email=t@example.test commit -q --allow-empty -m one
+git log --oneline | wc -l
+`, shq(dir), shq(dir))
+	for _, tool := range []struct{ bin, line string }{
+		{"/usr/bin/python3", `/usr/bin/python3 -c 'import os; print("py", os.getpid() > 0)'`},
+		{"/usr/bin/node", `/usr/bin/node -e 'console.log("node", process.pid > 0)'`},
+	} {
+		if _, err := os.Stat(tool.bin); err == nil {
+			script += tool.line + "\n"
+		}
+	}
+	run := shellCommand(t, nil, nil, nil, script)
+	if run.Code != 0 || !strings.HasPrefix(strings.TrimSpace(run.Stdout), "1") {
+		t.Fatalf("git in a session: %v", run)
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err == nil && !strings.Contains(run.Stdout, "py True") {
+		t.Errorf("python in a session: %v", run)
+	}
+	if _, err := os.Stat("/usr/bin/node"); err == nil && !strings.Contains(run.Stdout, "node true") {
+		t.Errorf("node in a session: %v", run)
+	}
+}
