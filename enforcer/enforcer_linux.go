@@ -203,14 +203,6 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
 	}
-	// The command starts in its working directory by path, resolved in
-	// its own mount namespace: an inherited one could sit inside a
-	// hidden directory and keep its contents reachable.
-	if spec.Dir == "" {
-		if spec.Dir, err = os.Getwd(); err != nil {
-			return nil, fmt.Errorf("find the working directory: %w", err)
-		}
-	}
 	prepare, err := spec.sandboxPrepare()
 	if err != nil {
 		return nil, err

@@ -34,6 +34,17 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("sandbox: unshare(CLONE_FS): %w", err)
 	}
+	// The working directory a child inherits is re-entered by path once
+	// the mounts are made: kept as it is, it could sit inside a hidden
+	// directory and keep its contents reachable. (With from, the caller
+	// names the directory: the thread's own means nothing there.)
+	cwd := ""
+	if from == nil {
+		var err error
+		if cwd, err = unix.Getwd(); err != nil {
+			return fmt.Errorf("sandbox: working directory: %w", err)
+		}
+	}
 	if from != nil {
 		if err := setnsMount(from); err != nil {
 			return err
@@ -58,6 +69,11 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 	if spec.Processes {
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 			return fmt.Errorf("sandbox: mount the session's /proc: %w", err)
+		}
+	}
+	if cwd != "" {
+		if err := unix.Chdir(cwd); err != nil {
+			return fmt.Errorf("sandbox: re-enter the working directory %s: %w", cwd, err)
 		}
 	}
 	return nil
@@ -134,6 +150,12 @@ func openTargets(globs []Glob, shown []string) ([]target, error) {
 			fd, err := unix.Open(m, unix.O_PATH|unix.O_CLOEXEC, 0)
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
 				continue // a dangling link: nothing to hide behind it
+			}
+			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+				// Root cannot reach it (an NFS home with root_squash):
+				// Glob skips what it cannot read the same way, and a
+				// session is not refused for it (docs/design.md).
+				continue
 			}
 			if err != nil {
 				return targets, fmt.Errorf("sandbox: hidden path %s: %w", m, err)

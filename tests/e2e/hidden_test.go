@@ -88,6 +88,16 @@ func TestHiddenPathsFromAllowlist(t *testing.T) {
 		}
 	}
 
+	// Started from inside a hidden directory, the command's working
+	// directory is the cover too, not the directory underneath.
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	inside := sluiceCmd(ctx, nil, runArgs(nil, []string{"--allowlist", al}, "sh", "-c", "cat inner/secret 2>/dev/null; echo ---; ls -A")...)
+	inside.Dir = filepath.Join(dir, "vault")
+	if out, _ := inside.Output(); strings.Contains(string(out), secretMarker) || strings.TrimSpace(string(out)) != "---" {
+		t.Errorf("from inside the hidden directory, the command read %q", out)
+	}
+
 	shown := runSluice(t, nil, runArgs(nil, []string{"--allowlist", al, "--show-path", filepath.Join(dir, "vault")}, "sh", "-c", script)...)
 	if !strings.Contains(shown.Stdout, secretMarker+"vault/inner/secret") {
 		t.Errorf("--show-path did not exempt the directory: %v", shown)
