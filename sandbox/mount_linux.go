@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -89,19 +90,93 @@ func homeOf(uid uint32) string {
 	return u.HomeDir
 }
 
+// pidfdGetMntNamespace is PIDFD_GET_MNT_NAMESPACE, _IO(0xFF, 3) (Linux
+// 6.11); NS_GET_USERNS, _IO(0xb7, 1), lends it the architecture's _IOC_NONE
+// bits.
+const pidfdGetMntNamespace = (unix.NS_GET_USERNS &^ 0xffff) | 0xff03
+
+// setnsMount joins the mount namespace of the process pidfd refers to, but
+// only one that belongs to this process's user namespace. A mount namespace
+// of another user namespace (unshare -rm, a rootless container) holds mounts
+// its unprivileged owner made: over the sluice binary the session's shim is
+// run from, or over /etc/nsswitch.conf, whose modules root would load here
+// to find the user's home. Those are refused.
 func setnsMount(pidfd *os.File) error {
 	rc, err := pidfd.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("sandbox: caller's pidfd: %w", err)
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.Setns(int(fd), unix.CLONE_NEWNS) }); err != nil {
+	var ns int
+	var nerr error
+	if err := rc.Control(func(fd uintptr) { ns, nerr = callerMountNS(int(fd)) }); err != nil {
 		return fmt.Errorf("sandbox: caller's pidfd: %w", err)
 	}
-	if serr != nil {
-		return fmt.Errorf("sandbox: enter the caller's mount namespace: %w", serr)
+	if nerr != nil {
+		return nerr
+	}
+	defer unix.Close(ns)
+	owner, err := unix.IoctlRetInt(ns, unix.NS_GET_USERNS)
+	if err != nil {
+		return fmt.Errorf("sandbox: the user namespace of the caller's mount namespace: %w", err)
+	}
+	var theirs, mine unix.Stat_t
+	err = unix.Fstat(owner, &theirs)
+	unix.Close(owner)
+	if err != nil {
+		return fmt.Errorf("sandbox: the user namespace of the caller's mount namespace: %w", err)
+	}
+	if err := unix.Stat("/proc/thread-self/ns/user", &mine); err != nil {
+		return fmt.Errorf("sandbox: this process's user namespace: %w", err)
+	}
+	if theirs.Dev != mine.Dev || theirs.Ino != mine.Ino {
+		return fmt.Errorf("sandbox: the caller's mount namespace belongs to another user namespace (unshare -r, a rootless container): its mounts are the caller's own, and a session is not built from them; call from a mount namespace root made")
+	}
+	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("sandbox: enter the caller's mount namespace: %w", err)
 	}
 	return nil
+}
+
+// callerMountNS opens the mount namespace of the process pidfd refers to:
+// through the pidfd itself where the kernel can (6.11), else through
+// /proc/PID/ns/mnt, confirmed afterwards to be the pidfd's process (a pid
+// can be reused; a pidfd cannot).
+func callerMountNS(pidfd int) (int, error) {
+	ns, err := unix.IoctlRetInt(pidfd, pidfdGetMntNamespace)
+	if err == nil {
+		return ns, nil
+	}
+	pid, err := pidOfPidfd(pidfd)
+	if err != nil {
+		return -1, err
+	}
+	ns, err = unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("sandbox: the caller's mount namespace: %w", err)
+	}
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		unix.Close(ns)
+		return -1, fmt.Errorf("sandbox: the caller exited while its mount namespace was opened: %w", err)
+	}
+	return ns, nil
+}
+
+// pidOfPidfd reads the "Pid:" line of the pidfd's fdinfo.
+func pidOfPidfd(pidfd int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/thread-self/fdinfo/%d", pidfd))
+	if err != nil {
+		return 0, fmt.Errorf("sandbox: caller's pidfd: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("sandbox: the caller is gone or in another pid namespace (pidfd says %q)", strings.TrimSpace(v))
+			}
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("sandbox: no Pid in the caller's pidfd")
 }
 
 // target is a hidden path, opened (symlinks followed: the secret is where

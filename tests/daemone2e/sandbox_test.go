@@ -166,3 +166,39 @@ func TestDaemonSessionHidesCallersCredentials(t *testing.T) {
 		t.Fatalf("without sluice the secrets are not all readable, so the test proves nothing: %s", b)
 	}
 }
+
+// TestDaemonRefusesCallersOwnMountNamespace: a caller in a mount namespace
+// of its own user namespace (unshare -cm: it can mount anything there,
+// over the sluice binary the shim runs from, or over /etc/nsswitch.conf)
+// does not get a session built from it; the same caller from the host's
+// mount namespace does (the twin).
+func TestDaemonRefusesCallersOwnMountNamespace(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("unshare(1) not installed")
+	}
+	try := exec.Command(unshare, "--map-current-user", "-m", "true")
+	try.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := try.CombinedOutput(); err != nil {
+		t.Skipf("unprivileged user namespaces are unavailable here: %v: %s", err, out)
+	}
+	if _, _, code := f.sluice(t, 65534, 65534, "run", "--", "/bin/true"); code != 0 {
+		t.Fatalf("the twin, from the host's mount namespace, failed: exit %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, unshare, "--map-current-user", "-m", sluiceBin, "--socket", f.sock, "run", "--", "/bin/true")
+	c.Dir = "/"
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err = f.w.StartInClient(c)
+	if err == nil {
+		err = c.Wait()
+	}
+	t.Logf("unshare -cm sluice run: %v\n%s", err, out.String())
+	if err == nil || !strings.Contains(out.String(), "another user namespace") {
+		t.Fatalf("a session was built from the caller's own mount namespace: %v\n%s", err, out.String())
+	}
+}
