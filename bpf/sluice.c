@@ -113,9 +113,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dns_origins SEC(".maps");
 
-/* Force the event type into BTF for bpf2go -type (it is otherwise only
- * reached through ring buffer pointers). */
+/* Force the event type and the enums of sluice.h into BTF for bpf2go -type
+ * (they are otherwise only reached through ring buffer pointers, or as
+ * constants), so that the Go side is generated from these definitions. */
 const struct event *unused_event __attribute__((unused));
+const enum sluice_hook *unused_hook __attribute__((unused));
+const enum sluice_reason *unused_reason __attribute__((unused));
+const enum sluice_counter *unused_counter __attribute__((unused));
+const enum sluice_session_flag *unused_session_flag __attribute__((unused));
+const enum sluice_event_flag *unused_event_flag __attribute__((unused));
 
 struct verdict {
 	__u64 cgroup;
@@ -145,24 +151,11 @@ static __always_inline int is_local(const __u32 ip[4])
 	       (ip[3] == 0 || ip[3] == bpf_htonl(1));
 }
 
-static __always_inline void count(__u64 cg, int which)
+static __always_inline void count(__u64 cg, enum sluice_counter which)
 {
 	struct counters *c = bpf_map_lookup_elem(&session_counters, &cg);
-	if (!c)
-		return;
-	switch (which) {
-	case 0:
-		c->allowed++;
-		break;
-	case 1:
-		c->denied++;
-		break;
-	case 2:
-		c->audited++;
-		break;
-	default:
-		c->events_lost++;
-	}
+	if (c)
+		c->n[which]++;
 }
 
 static __always_inline void emit(struct verdict *v, __u8 flags)
@@ -175,7 +168,7 @@ static __always_inline void emit(struct verdict *v, __u8 flags)
 	else
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(v->cgroup, 3);
+		count(v->cgroup, COUNTER_EVENTS_LOST);
 		return;
 	}
 	__u64 pt = bpf_get_current_pid_tgid();
@@ -204,11 +197,11 @@ static __always_inline void emit(struct verdict *v, __u8 flags)
 static __always_inline int refuse(struct verdict *v, struct session *s)
 {
 	if (s && (s->flags & SESSION_AUDIT)) {
-		count(v->cgroup, 2);
+		count(v->cgroup, COUNTER_AUDITED);
 		emit(v, EVENT_AUDIT);
 		return 1;
 	}
-	count(v->cgroup, 1);
+	count(v->cgroup, COUNTER_DENIED);
 	emit(v, 0);
 	return 0;
 }
@@ -228,7 +221,7 @@ static __always_inline int judge_addr(struct verdict *v)
 	};
 	__builtin_memcpy(ck.addr, v->ip, 16);
 	if (bpf_map_lookup_elem(&cidrs, &ck)) {
-		count(v->cgroup, 0);
+		count(v->cgroup, COUNTER_ALLOWED);
 		return 1;
 	}
 
@@ -237,7 +230,7 @@ static __always_inline int judge_addr(struct verdict *v)
 	struct learned_value *l = bpf_map_lookup_elem(&learned, &lk);
 	if (l) {
 		if (bpf_ktime_get_boot_ns() < l->expires) {
-			count(v->cgroup, 0);
+			count(v->cgroup, COUNTER_ALLOWED);
 			return 1;
 		}
 		v->reason = REASON_EXPIRED;
@@ -604,7 +597,7 @@ int sluice_egress(struct __sk_buff *skb)
 	v.reason = REASON_SOURCE_ROUTE;
 	/* Audit mode does not apply: this packet is already on its way to an
 	 * address nobody judged, so it is always dropped. */
-	count(v.cgroup, 1);
+	count(v.cgroup, COUNTER_DENIED);
 	emit(&v, 0);
 	return 0;
 }
