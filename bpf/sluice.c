@@ -30,6 +30,7 @@
 #define NEXTHDR_HOP 0
 #define NEXTHDR_ROUTING 43
 #define NEXTHDR_DEST 60
+#define EPROTONOSUPPORT 93
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -440,7 +441,13 @@ int sluice_getpeername6(struct bpf_sock_addr *ctx)
 
 /* Only TCP and UDP: ICMP ping sockets, SCTP, MPTCP (whose subflows the
  * kernel opens to peer-announced addresses), UDP-Lite and raw sockets are
- * refused at creation. */
+ * refused at creation.
+ *
+ * An MPTCP socket is refused with EPROTONOSUPPORT rather than EPERM: "this
+ * protocol is not available here" is the truth for the session, and it is
+ * the answer on which programs that try MPTCP first fall back to TCP and stop
+ * trying (Go >= 1.24 listeners probe MPTCP once per process and, on EPERM,
+ * would try it again, and be refused again, at every Listen). */
 SEC("cgroup/sock_create")
 int sluice_sock_create(struct bpf_sock *sk)
 {
@@ -455,12 +462,17 @@ int sluice_sock_create(struct bpf_sock *sk)
 		.hook = HOOK_SOCK_CREATE,
 		.reason = REASON_SOCKET_TYPE,
 		.family = sk->family,
-		.proto = proto,
+		/* event.proto is a byte: MPTCP (262) would read as TCP (6).
+		 * arg2 carries the whole number. */
+		.proto = proto <= 0xff ? proto : 0,
 		.arg0 = sk->family,
 		.arg1 = type,
 		.arg2 = proto,
 	};
-	return refuse(&v, bpf_map_lookup_elem(&sessions, &v.cgroup));
+	int verdict = refuse(&v, bpf_map_lookup_elem(&sessions, &v.cgroup));
+	if (!verdict && proto == IPPROTO_MPTCP)
+		bpf_set_retval(-EPROTONOSUPPORT);
+	return verdict;
 }
 
 /* ip_options_source_route reports whether IPv4 options (the len bytes of

@@ -162,12 +162,42 @@ func ProtoName(p uint8) string {
 	return fmt.Sprintf("proto %d", p)
 }
 
+// ipprotoMPTCP is IPPROTO_MPTCP, which does not fit the byte of an IP
+// header's protocol field (nor Event.Proto).
+const ipprotoMPTCP = 262
+
+// SocketProtoName names the protocol argument of socket(2), which, unlike
+// an IP header's protocol byte, may be above 255: read as a byte, MPTCP's
+// 262 would be named "tcp".
+func SocketProtoName(p int32) string {
+	switch {
+	case p == ipprotoMPTCP:
+		return "mptcp"
+	case p >= 0 && p <= 0xff:
+		return ProtoName(uint8(p))
+	}
+	return fmt.Sprintf("proto %d", p)
+}
+
+// FallsBack reports whether the denial is one that programs recover from by
+// themselves, without anything failing that the user would notice: the
+// refusal of an MPTCP socket, after which the program uses TCP (Go >= 1.24
+// listeners try MPTCP first and fall back on any error, so every confined Go
+// server would otherwise print a denial at start). Such a denial belongs in
+// the audit log and the counters, not on the agent's terminal: a line there
+// asks the user to act, and there is nothing to do. A program that insists
+// on MPTCP gets EPROTONOSUPPORT from socket(), which names the problem
+// itself.
+func (e Event) FallsBack() bool {
+	return e.Hook == HookSockCreate && e.Reason == ReasonSocketType && e.Args[2] == ipprotoMPTCP
+}
+
 // Destination describes what the event tried to reach, in the words a user
 // needs to act on it.
 func (e Event) Destination() string {
 	switch e.Hook {
 	case HookSockCreate:
-		return fmt.Sprintf("socket(%s, %s, %s)", familyName(e.Args[0]), typeName(e.Args[1]), ProtoName(uint8(e.Args[2])))
+		return fmt.Sprintf("socket(%s, %s, %s)", familyName(e.Args[0]), typeName(e.Args[1]), SocketProtoName(e.Args[2]))
 	case HookSetsockopt:
 		return fmt.Sprintf("setsockopt(%s)", sockoptName(e.Args[0], e.Args[1]))
 	case HookEgress:
