@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -37,6 +38,7 @@ type options struct {
 	strict     bool
 	dns        bool
 	only       string
+	workers    *regexp.Regexp
 	dnsOpts    dnsOptions
 	daemon     bool
 	daemonOpts daemonOptions
@@ -57,6 +59,10 @@ func main() {
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
 	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), or \"daemon\"")
+	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
+		o.workers, err = regexp.Compile(v)
+		return err
+	})
 	addDNSFlags(flag.CommandLine, &o.dns, &o.dnsOpts)
 	addProxyFlags(flag.CommandLine, &o.proxy, &o.proxyOpts)
 	addDaemonFlags(flag.CommandLine, &o.daemon, &o.daemonOpts)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -54,6 +55,9 @@ func measureWorkers(ctx context.Context, o options, until time.Time, worker stri
 		{name: "TCP cycle to an allowed remote address (socket, SO_LINGER, TCP_NODELAY, connect, close; LPM hit)",
 			args: args("cycle", cycleN, 1000, "-addrs", cycleAddr.String()), newNet: true, prepare: prepareCycleNetns,
 			maxRatio: 1.05, judged: cycleN + 1000},
+	}
+	if o.workers != nil {
+		benches = slices.DeleteFunc(benches, func(b *workerBench) bool { return !o.workers.MatchString(b.name) })
 	}
 	rounds, err := roundsWithin(o.rounds, until, func(r int) error {
 		fmt.Fprintf(os.Stderr, "bench: worker benchmarks, round %d/%d\n", r+1, o.rounds)

@@ -18,6 +18,7 @@
 //	         connect hook has judged it: the worker refuses to run unless its
 //	         network namespace has no interface but loopback, so no packet
 //	         can leave (the driver starts it in a fresh, empty namespace)
+//	sockopt  setsockopt(TCP_NODELAY) on one TCP socket
 //	cycle    a program's real cycle on an allowed remote address: socket,
 //	         setsockopt SO_LINGER and TCP_NODELAY, connect, close, to a
 //	         listener the worker owns on -addrs, a non-loopback address
@@ -29,7 +30,7 @@
 //
 // Usage:
 //
-//	worker -op tcp|udp|connect|cycle [-n N] [-warmup N] [-chunks K] [-addrs A,B,...]
+//	worker -op tcp|udp|connect|cycle|sockopt [-n N] [-warmup N] [-chunks K] [-addrs A,B,...]
 //
 // The timed iterations run in K chunks and the figure is the median
 // chunk's mean, so that one interrupted stretch does not move it.
@@ -57,7 +58,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	op := flag.String("op", "", "operation: tcp, udp, connect or cycle")
+	op := flag.String("op", "", "operation: tcp, udp, connect, cycle or sockopt")
 	n := flag.Int("n", 10000, "timed iterations")
 	warmup := flag.Int("warmup", 1000, "untimed iterations before the timed ones")
 	chunks := flag.Int("chunks", 20, "split the timed iterations into this many chunks and report the median chunk")
@@ -78,8 +79,10 @@ func main() {
 		loop, err = unreachableLoop(*addrs)
 	case "cycle":
 		loop, err = cycleLoop(*addrs)
+	case "sockopt":
+		loop, err = sockoptLoop()
 	default:
-		err = fmt.Errorf("unknown -op %q (want tcp, udp, connect or cycle)", *op)
+		err = fmt.Errorf("unknown -op %q (want tcp, udp, connect, cycle or sockopt)", *op)
 	}
 	if err != nil {
 		fail(err)
@@ -195,15 +198,16 @@ func cycleLoop(addr string) (func(int) (time.Duration, error), error) {
 		return nil, fmt.Errorf("listener SO_LINGER: %w", err)
 	}
 	// The driver configures this namespace from outside once the worker
-	// runs: wait (bounded) for the address to appear.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: a.As4()})
-		if err == nil {
-			break
+	// runs: wait (bounded) for the address. Not by retrying bind, which
+	// a fresh namespace, having no routing tables yet, allows for any
+	// address.
+	for deadline := time.Now().Add(5 * time.Second); !hasAddr(a); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s did not appear on an interface within 5s (the driver puts it on lo)", a)
 		}
-		if !errors.Is(err, unix.EADDRNOTAVAIL) || time.Now().After(deadline) {
-			return nil, fmt.Errorf("bind listener to %s (the driver puts it on lo): %w", a, err)
-		}
+	}
+	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: a.As4()}); err != nil {
+		return nil, fmt.Errorf("bind listener to %s: %w", a, err)
 	}
 	if err := unix.Listen(lfd, 16); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -242,6 +246,25 @@ func cycleLoop(addr string) (func(int) (time.Duration, error), error) {
 			unix.Close(afd)
 		}
 		return total, nil
+	}, nil
+}
+
+// sockoptLoop returns a loop of setsockopt(TCP_NODELAY) on one TCP
+// socket: the cost every option a program sets pays for sluice's
+// setsockopt hook, which never refuses this one.
+func sockoptLoop() (func(int) (time.Duration, error), error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	return func(n int) (time.Duration, error) {
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, i&1); err != nil {
+				return 0, fmt.Errorf("TCP_NODELAY: %w", err)
+			}
+		}
+		return time.Since(start), nil
 	}, nil
 }
 
@@ -324,6 +347,32 @@ func unreachableLoop(list string) (func(int) (time.Duration, error), error) {
 		}
 		return time.Since(start), nil
 	}, nil
+}
+
+// hasAddr reports whether a is an address of an interface of this network
+// namespace that is up.
+func hasAddr(a netip.Addr) bool {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return false
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, err := i.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, x := range addrs {
+			if n, ok := x.(*net.IPNet); ok {
+				if b, ok := netip.AddrFromSlice(n.IP); ok && b.Unmap() == a {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // requireEmptyNetns refuses to go on unless every interface of this network
