@@ -511,31 +511,45 @@ static __always_inline int ip_options_source_route(const __u8 *buf, __u64 len)
 }
 
 /* Source routing sends the packet to the first hop named in the option,
- * an address the connect hook never saw: refuse to set it. */
+ * an address the connect hook never saw: refuse to set it.
+ *
+ * This hook runs on every setsockopt of a session, and most options are
+ * none of its business. The kernel has already copied the option value for
+ * it; what it can spare is the second copy: unless the program sets optlen
+ * to 0, the kernel allocates a buffer, copies the value again and hands that
+ * to the option's handler (kmalloc, memcpy, kfree on every call). optlen = 0
+ * tells it to use the caller's buffer, as if no program ran. Not for IP_OPTIONS, whose value this program judged: the handler must
+ * get the very bytes that were judged, not a buffer another thread may have
+ * rewritten since. */
 SEC("cgroup/setsockopt")
 int sluice_setsockopt(struct bpf_sockopt *ctx)
 {
-	int bad = 0;
+	int bad = 0, judged = 0;
 
 	if (ctx->level == SOL_IPV6 &&
 	    (ctx->optname == IPV6_RTHDR || ctx->optname == IPV6_2292RTHDR ||
 	     ctx->optname == IPV6_2292PKTOPTIONS)) {
 		bad = ctx->optlen > 0;
-	} else if (ctx->level == SOL_IP && ctx->optname == IP_OPTIONS &&
-		   ctx->optlen > 0) {
-		__u8 buf[64] = {};
-		const __u8 *p = ctx->optval, *end = ctx->optval_end;
-		__u64 len = 0;
-		for (int i = 0; i < 40; i++) {
-			if (p + i + 1 > end)
-				break;
-			buf[i] = p[i];
-			len++;
+	} else if (ctx->level == SOL_IP && ctx->optname == IP_OPTIONS) {
+		judged = 1;
+		if (ctx->optlen > 0) {
+			__u8 buf[64] = {};
+			const __u8 *p = ctx->optval, *end = ctx->optval_end;
+			__u64 len = 0;
+			for (int i = 0; i < 40; i++) {
+				if (p + i + 1 > end)
+					break;
+				buf[i] = p[i];
+				len++;
+			}
+			bad = ip_options_source_route(buf, len);
 		}
-		bad = ip_options_source_route(buf, len);
 	}
-	if (!bad)
+	if (!bad) {
+		if (!judged)
+			ctx->optlen = 0;
 		return 1;
+	}
 
 	struct verdict v = {
 		.cgroup = bpf_get_current_cgroup_id(),
@@ -552,9 +566,11 @@ int sluice_setsockopt(struct bpf_sockopt *ctx)
 
 /* The setsockopt hook cannot see per-packet control messages (IPV6_RTHDR or
  * IP_RETOPTS cmsgs on sendmsg), so source-routed packets are also dropped on
- * egress. Only the first bytes of the header are read: a few ns per packet. */
-SEC("cgroup_skb/egress")
-int sluice_egress(struct __sk_buff *skb)
+ * egress. This runs for every packet a session sends: the common packet (an
+ * IPv4 header without options, an IPv6 header followed by no hop-by-hop,
+ * destination or routing header) is recognised from one or two bytes read
+ * in place; only the rest is copied out and parsed (egress_slow). */
+static __always_inline int egress_slow(struct __sk_buff *skb)
 {
 	int bad = 0;
 	struct verdict v = {};
@@ -612,4 +628,23 @@ int sluice_egress(struct __sk_buff *skb)
 	count(v.cgroup, COUNTER_DENIED);
 	emit(&v, 0);
 	return 0;
+}
+
+SEC("cgroup_skb/egress")
+int sluice_egress(struct __sk_buff *skb)
+{
+	const __u8 *data = (const __u8 *)(long)skb->data;
+	const __u8 *end = (const __u8 *)(long)skb->data_end;
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (data + 1 <= end && (data[0] & 0xf) == 5)
+			return 1;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (data + 7 <= end && data[6] != NEXTHDR_HOP &&
+		    data[6] != NEXTHDR_DEST && data[6] != NEXTHDR_ROUTING)
+			return 1;
+	} else {
+		return 1;
+	}
+	return egress_slow(skb);
 }
