@@ -37,12 +37,15 @@ lint:
 	GOOS=windows $(GO) vet ./...
 	GOOS=darwin $(GO) build ./...
 	GOOS=windows $(GO) build ./...
+	GOOS=windows GOARCH=amd64 $(GO) vet -tags sluice_wfp ./userspace/wfp/
+	GOOS=windows GOARCH=arm64 $(GO) build -tags sluice_wfp ./userspace/wfp/
 
 # One package at a time: the kernel end-to-end packages time real network
 # round trips, and on a 2-CPU runner running them side by side only adds
 # noise (the suite still takes ~3 minutes).
 unit:
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
+	$(GO) test -count=1 -tags sluice_wfp ./userspace/wfp/
 
 # The race detector over the packages whose goroutines share state: the
 # resolver's batched UDP loops, upstream readers and timeout sweep; the

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
@@ -86,30 +86,30 @@ func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
 }
 
 // ReportDaemon accounts for an event streamed by the daemon.
-func (r *reporter) ReportDaemon(e daemon.Event) {
+func (r *reporter) ReportDaemon(e audit.Event) {
 	if daemonFallsBack(e) {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e.Type {
-	case daemon.EventEgressDenied:
+	case audit.EgressDenied:
 		r.denied++
 		r.dests[e.Dst+":"+fmt.Sprint(e.Port)] = true
-	case daemon.EventEgressAudit:
+	case audit.EgressAudit:
 		r.audited++
 		r.auditDests[e.Dst+":"+fmt.Sprint(e.Port)] = true
-	case daemon.EventDNSRefused:
+	case audit.DNSRefused:
 		r.dnsRefused++
-	case daemon.EventProxyRefused:
+	case audit.ProxyRefused:
 		r.denied++
 		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
-	case daemon.EventSessionStarted, daemon.EventSessionEnded:
+	case audit.SessionStarted, audit.SessionEnded:
 		return
 	}
 	r.suggest.addEvent(e)
 	r.print(func() string {
-		if e.Comm != "" && (e.Type == daemon.EventDNSRefused || e.Type == daemon.EventDNSAudit) {
+		if e.Comm != "" && (e.Type == audit.DNSRefused || e.Type == audit.DNSAudit) {
 			return e.Message + " (asked by " + e.Comm + ")"
 		}
 		return e.Message
@@ -118,8 +118,8 @@ func (r *reporter) ReportDaemon(e daemon.Event) {
 
 // daemonFallsBack is loader.Event.FallsBack for an event the daemon
 // converted: a refused socket whose protocol is MPTCP.
-func daemonFallsBack(e daemon.Event) bool {
-	return (e.Type == daemon.EventEgressDenied || e.Type == daemon.EventEgressAudit) &&
+func daemonFallsBack(e audit.Event) bool {
+	return (e.Type == audit.EgressDenied || e.Type == audit.EgressAudit) &&
 		e.Reason == loader.ReasonSocketType.String() && e.Proto == "mptcp"
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/loader"
 )
 
@@ -66,7 +66,7 @@ func TestReporterMPTCPFallback(t *testing.T) {
 	r.Report(mptcp)
 	mptcp.Audit = true
 	r.Report(mptcp)
-	r.ReportDaemon(daemon.Event{Type: daemon.EventEgressDenied, Reason: loader.ReasonSocketType.String(), Proto: "mptcp",
+	r.ReportDaemon(audit.Event{Type: audit.EgressDenied, Reason: loader.ReasonSocketType.String(), Proto: "mptcp",
 		Dst: "socket(AF_INET, SOCK_STREAM, mptcp)", Message: "denied server[7] -> socket(AF_INET, SOCK_STREAM, mptcp): only TCP and UDP sockets are allowed"})
 	if buf.Len() != 0 {
 		t.Fatalf("an MPTCP fallback was printed:\n%s", buf.String())

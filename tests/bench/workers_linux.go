@@ -69,7 +69,7 @@ func measureWorkers(ctx context.Context, o options, until time.Time, worker stri
 				if err != nil {
 					return 0, err
 				}
-				ns, err := start(sess)
+				ns, err := start(confinedArm{sess})
 				if err != nil || b.judged == 0 {
 					return ns, err
 				}
