@@ -31,14 +31,18 @@ lint:
 # One package at a time: the kernel end-to-end packages time real network
 # round trips, and on a 2-CPU runner running them side by side only adds
 # noise (the suite still takes ~3 minutes).
+#
+# Test recipes read stdin from /dev/null: on a terminal, nothing a test
+# starts (sluice run hands its stdin to the confined command) can wait for
+# input.
 unit:
-	$(GO) test -count=1 -p 1 -timeout 20m ./...
+	$(GO) test -count=1 -p 1 -timeout 20m ./... </dev/null
 
 # The race detector over the packages whose goroutines share state: the
 # resolver's batched UDP loops, upstream readers and timeout sweep; the
 # proxy's tunnels. Needs cgo (gcc).
 race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./dnsresolver/ ./userspace/proxy/ ./allowlist/
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./dnsresolver/ ./userspace/proxy/ ./allowlist/ </dev/null
 
 # Bounded fuzzing of the parsers that take hostile input: the allowlist
 # file, DNS answers (filtering and the whole resolve path) and the UDP fast
@@ -50,11 +54,11 @@ race:
 # under CPU contention (go.dev/issue/75804, fixed in Go 1.27); a count has
 # no deadline to race. FUZZTIME=60s (or =1000000x) overrides every target.
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(or $(FUZZTIME),200000x) ./allowlist/
-	$(GO) test -run='^$$' -fuzz='^FuzzFilterAnswer$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/
-	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=$(or $(FUZZTIME),300000x) ./dnsresolver/
-	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/
-	$(GO) test -run='^$$' -fuzz='^FuzzAcceptWire$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(or $(FUZZTIME),200000x) ./allowlist/ </dev/null
+	$(GO) test -run='^$$' -fuzz='^FuzzFilterAnswer$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/ </dev/null
+	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=$(or $(FUZZTIME),300000x) ./dnsresolver/ </dev/null
+	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/ </dev/null
+	$(GO) test -run='^$$' -fuzz='^FuzzAcceptWire$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/ </dev/null
 
 # The whole suite: lint, unit and kernel end-to-end tests, the race
 # detector, bounded fuzzing.
