@@ -147,7 +147,7 @@ func (r *runner) startJob(t *testing.T, name string, inputs ...string) *job {
 // step runs a `run:` step's script the way the runner does with
 // `shell: sluice-shell {0}`, as the job's user (65534); it returns the
 // output, the exit status and the step's summary file.
-func (j *job) step(script string) (string, int, string) {
+func (j *job) step(script string, env ...string) (string, int, string) {
 	t := j.t
 	t.Helper()
 	j.steps++
@@ -169,7 +169,7 @@ func (j *job) step(script string) (string, int, string) {
 	c := j.w.ClientCmd(ctx, "setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--",
 		filepath.Join(j.prefix, "bin", "sluice-shell"), path)
 	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_INSTANCE=" + instance,
-		"GITHUB_ACTION=" + id, "GITHUB_STEP_SUMMARY=" + summary}, j.env...)
+		"GITHUB_ACTION=" + id, "GITHUB_STEP_SUMMARY=" + summary}, append(j.env, env...)...)
 	c.Dir = j.dir
 	c.WaitDelay = 5 * time.Second
 	var b bytes.Buffer
@@ -278,7 +278,11 @@ func TestGitHubJourney(t *testing.T) {
 		t.Fatalf("later job, allowed host: exit %d", code)
 	}
 	start := time.Now()
-	out, code, sum = j.step("getent hosts new.test || true\n" + tcpTo("203.0.113.20", deniedPort))
+	// What an earlier (confined) step could have written to $GITHUB_ENV
+	// changes nothing: sluice-shell takes its settings from a root-owned
+	// file and is static.
+	out, code, sum = j.step("getent hosts new.test || true\n"+tcpTo("203.0.113.20", deniedPort),
+		"SLUICE_SOCKET=/nonexistent", "SLUICE_CI_MODE=audit", "SLUICE=/bin/true", "LD_PRELOAD=/nonexistent.so")
 	if code == 0 {
 		t.Fatalf("a step reaching a host the allowlist lacks passed in block mode:\n%s", out)
 	}

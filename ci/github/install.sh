@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs sluice for a GitHub Actions job: builds it from source at the
 # action's ref (the BPF objects are committed, so Go is all it needs), or,
-# with SLUICE_BIN set, installs that binary. Installs sluice-ci and the
-# `sluice-shell` wrapper that `defaults.run.shell` names.
+# with SLUICE_BIN set, installs that binary. Installs sluice-ci and builds
+# sluice-shell, the steps' shell that `defaults.run.shell` names.
 #   SLUICE_CI_PREFIX  where bin/ goes (default /usr/local)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,12 +16,11 @@ else
 	command -v go >/dev/null || { echo "install.sh: no go in PATH (the action sets up Go from go.mod)" >&2; exit 1; }
 	(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid= -X main.version=$(git -C "$src" describe --always --dirty 2>/dev/null || echo action)" -o "$tmp/sluice" ./cmd/sluice)
 fi
-cat >"$tmp/sluice-shell" <<SH
-#!/bin/sh
-# defaults.run.shell: sluice-shell {0} -- runs the step's script confined.
-exec "$prefix/bin/sluice-ci" shell "\$1"
-SH
+# The steps' shell: a static program, so nothing a step writes to
+# $GITHUB_ENV (LD_PRELOAD, BASH_ENV) runs before the next step is confined.
+(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid=" -o "$tmp/sluice-shell" ./ci/sluice-shell)
 asroot install -D -m 0755 "$tmp/sluice" "$prefix/bin/sluice"
 asroot install -D -m 0755 "$src/ci/sluice-ci" "$prefix/bin/sluice-ci"
 asroot install -D -m 0755 "$tmp/sluice-shell" "$prefix/bin/sluice-shell"
+asroot install -d -m 0755 "$prefix/etc"
 "$prefix/bin/sluice" version
