@@ -209,7 +209,7 @@ func (j *job) finish(r *runner) string {
 }
 
 func tcpTo(host string, port uint16) string {
-	return "exec 3<>/dev/tcp/" + host + "/" + atoiString(int(port)) + "\necho reached " + host + "\n"
+	return "exec 3<>/dev/tcp/" + host + "/" + atoiString(int(port)) + " || exit 7\necho reached " + host + "\n"
 }
 
 // TestGitHubJourney is the audit → block journey of README through the
@@ -302,3 +302,127 @@ func TestGitHubJourney(t *testing.T) {
 		}
 	}
 }
+
+// gitlabLines returns the commands of a list (before_script,
+// after_script) of the .sluice template.
+func gitlabLines(t *testing.T, key string) []string {
+	t.Helper()
+	b, err := os.ReadFile("gitlab/sluice.gitlab-ci.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case line == "  "+key+":":
+			in = true
+		case in && strings.HasPrefix(line, "    - "):
+			out = append(out, strings.TrimPrefix(line, "    - "))
+		case in:
+			in = false
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("the template has no %s", key)
+	}
+	return out
+}
+
+// TestGitLabTemplate runs the .sluice template's before_script, two
+// confined script lines and its after_script: the line that reaches an
+// allowed host passes, the one that reaches another fails with the
+// explanation and the entry it needs, and the job log's summary and the
+// artifact directory name it.
+func TestGitLabTemplate(t *testing.T) {
+	r := newRunner(t)
+	allowedPort := r.w.ListenTCP(t, world.AllowedV4)
+	deniedPort := r.w.ListenTCP(t, world.DeniedV4)
+	project := filepath.Join(r.base, "project")
+	if err := os.MkdirAll(project, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(project, 0o777)
+	state := "/run/" + instance + "-gitlab"
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(project, ".sluice", "daemon.pid")); err == nil {
+			if p, err := os.FindProcess(atoi(string(b))); err == nil {
+				_ = p.Kill()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c := exec.Command(sluiceBin, "cleanup", "--state-dir", state)
+		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Errorf("sluice cleanup: %v: %s", err, out)
+		}
+	})
+	vars := []string{"PATH=" + filepath.Join(r.prefix, "bin") + ":" + os.Getenv("PATH"), "SLUICE_INSTANCE=" + instance,
+		"CI_PROJECT_DIR=" + project, "CI_JOB_NAME=agent", "SLUICE_CI_DIR=" + filepath.Join(project, ".sluice"),
+		"SLUICE_CI_MODE=block", "SLUICE_CI_LEARN=false", "SLUICE_CI_ALLOWLIST=allowed.test",
+		"SLUICE_CI_STATE_DIR=" + state, "SLUICE_CI_GROUP=65534", "SLUICE_CI_DAEMON_FLAGS=--dns-upstream " + dnsAddr}
+	// The runner's shell: before_script as the job's user with sudo
+	// (here root), the script lines as the job's user (65534).
+	shell := func(asNobody bool, line string) (string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		argv := []string{"bash", "-c", line}
+		if asNobody {
+			argv = append([]string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"}, argv...)
+		}
+		c := r.w.ClientCmd(ctx, argv[0], argv[1:]...)
+		c.Env, c.Dir, c.WaitDelay = vars, project, 5*time.Second
+		var b bytes.Buffer
+		c.Stdout, c.Stderr = &b, &b
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		t.Logf("$ %s\nexit %d\n%s", line, code, b.String())
+		return b.String(), code
+	}
+	for _, line := range gitlabLines(t, "before_script") {
+		if _, code := shell(false, line); code != 0 {
+			t.Fatalf("before_script %q: exit %d", line, code)
+		}
+	}
+	if out, code := shell(true, "sluice-ci run -- bash -c "+shq(tcpTo("allowed.test", allowedPort))); code != 0 || !strings.Contains(out, "reached allowed.test") {
+		t.Fatalf("a script line reaching an allowed host: exit %d", code)
+	}
+	start := time.Now()
+	out, code := shell(true, "SLUICE_CI_STEP=fetch sluice-ci run -- bash -c "+shq(tcpTo("denied.test", deniedPort)))
+	if code == 0 {
+		t.Fatalf("a script line reaching a host the allowlist lacks passed")
+	}
+	for _, want := range []string{"refused DNS query for denied.test", "step 'fetch'", "add to the allowlist", "    denied.test"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the failing line's output lacks %q", want)
+		}
+	}
+	r.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
+	var log string
+	for _, line := range gitlabLines(t, "after_script") {
+		o, code := shell(false, line)
+		if code != 0 {
+			t.Fatalf("after_script %q: exit %d", line, code)
+		}
+		log += o
+	}
+	for _, want := range []string{"block mode", "`fetch`", "denied.test", "refused", "Suggested allowlist"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the job log's summary lacks %q", want)
+		}
+	}
+	for _, f := range []string{"summary.md", "audit.jsonl", "daemon-audit.jsonl", "suggested-allowlist.json"} {
+		if _, err := os.Stat(filepath.Join(project, ".sluice", f)); err != nil {
+			t.Errorf("artifact file %s: %v", f, err)
+		}
+	}
+}
+
+// shq quotes s for sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

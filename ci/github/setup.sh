@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the daemon for a GitHub Actions job from the action's inputs and
 # puts its settings in the job's environment ($GITHUB_ENV), so every later
-# `run:` step that uses `shell: sluice-shell {0}` is confined.
+# `run:` step is confined when the job says
+#   defaults: {run: {shell: /usr/local/bin/sluice-shell {0}}}
 set -euo pipefail
 prefix=${SLUICE_CI_PREFIX:-/usr/local}
 export SLUICE=${SLUICE:-$prefix/bin/sluice}
