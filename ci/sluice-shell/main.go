@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command sluice-shell is the shell of a confined CI job's steps: GitHub
 // Actions runs every `run:` step's script with it when the job says
 //

@@ -174,14 +174,13 @@ func unescapeMount(s string) string {
 }
 
 func checkIPv6() []Missing {
-	b, err := os.ReadFile("/proc/sys/net/ipv6/conf/all/disable_ipv6")
-	if err != nil {
+	if _, err := os.Stat("/proc/sys/net/ipv6/conf/all/disable_ipv6"); err != nil {
 		return []Missing{{"no IPv6 in this kernel (" + err.Error() + ")",
 			"boot without ipv6.disable=1 (or load the ipv6 module)"}}
 	}
 	var out []Missing
 	for _, conf := range []string{"all", "default"} {
-		b, err = os.ReadFile("/proc/sys/net/ipv6/conf/" + conf + "/disable_ipv6")
+		b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + conf + "/disable_ipv6")
 		if err == nil && strings.TrimSpace(string(b)) != "0" {
 			out = append(out, Missing{fmt.Sprintf("IPv6 is off in this network namespace (net.ipv6.conf.%s.disable_ipv6=%s)", conf, strings.TrimSpace(string(b))),
 				fmt.Sprintf("sysctl -w net.ipv6.conf.%[1]s.disable_ipv6=0; in docker: --sysctl net.ipv6.conf.%[1]s.disable_ipv6=0", conf)})
