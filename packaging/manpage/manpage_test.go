@@ -15,7 +15,7 @@ func tree() *cobra.Command {
 	root := &cobra.Command{Use: "sluice", Short: "Kernel-level egress enforcement"}
 	root.PersistentFlags().String("socket", "", "the daemon's API socket")
 	run := &cobra.Command{Use: "run [flags] -- COMMAND", Short: "Run a command confined",
-		Long: "Run COMMAND confined.\n.dotted line\n\n  indented example\n\nAnother paragraph with a \\ backslash.",
+		Long:    "Run COMMAND confined.\n.dotted line\n\n  indented example\n\nAnother paragraph with a \\ backslash.",
 		Example: "  sudo sluice run --allow 203.0.113.0/24 -- agent", Run: func(*cobra.Command, []string) {}}
 	run.Flags().StringArray("allow", nil, "allow a `HOST` (repeatable)")
 	run.Flags().StringP("output", "o", "", "write to `FILE`")
