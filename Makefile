@@ -8,7 +8,7 @@ PREFIX    ?= /usr/local
 # Empty: each fuzz target runs a fixed number of executions (see fuzz).
 FUZZTIME  ?=
 
-.PHONY: all generate build test unit race lint fuzz bench demo install clean
+.PHONY: all generate build test unit race lint fuzz bench demo install release clean
 
 all: build
 
@@ -74,11 +74,18 @@ demo: build
 
 install: build
 	install -D -m 0755 bin/sluice $(DESTDIR)$(PREFIX)/bin/sluice
+	install -D -m 0755 ci/sluice-ci $(DESTDIR)$(PREFIX)/bin/sluice-ci
 	install -D -m 0644 packaging/sluice.service $(DESTDIR)/etc/systemd/system/sluice.service
 	test -e $(DESTDIR)/etc/sluice/sluice.json || install -D -m 0644 packaging/sluice.json $(DESTDIR)/etc/sluice/sluice.json
 	# An example only: a live allowlist would open those hosts at once;
 	# no file means loopback only.
 	install -D -m 0644 packaging/network_allowlist.json $(DESTDIR)/etc/sluice/network_allowlist.json.example
 
+# Static binaries for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64
+# and windows/amd64, .deb and .rpm for linux/amd64 and linux/arm64 (nfpm),
+# and SHA256SUMS, in dist/. The same commit gives the same bytes.
+release:
+	./packaging/release.sh dist
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
