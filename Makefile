@@ -27,6 +27,8 @@ lint:
 	GOOS=windows $(GO) vet ./...
 	GOOS=darwin $(GO) build ./...
 	GOOS=windows $(GO) build ./...
+	GOOS=windows GOARCH=amd64 $(GO) vet -tags sluice_wfp ./userspace/wfp/
+	GOOS=windows GOARCH=arm64 $(GO) build -tags sluice_wfp ./userspace/wfp/
 
 # One package at a time: the kernel end-to-end packages time real network
 # round trips, and on a 2-CPU runner running them side by side only adds
@@ -37,6 +39,7 @@ lint:
 # input.
 unit:
 	$(GO) test -count=1 -p 1 -timeout 20m ./... </dev/null
+	$(GO) test -count=1 -tags sluice_wfp ./userspace/wfp/ </dev/null
 
 # The race detector over the packages whose goroutines share state: the
 # resolver's batched UDP loops, upstream readers and timeout sweep; the

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/enforcer"
 )
 
 // nobody is whom every measured program runs as, in both arms: sluice never
@@ -34,6 +35,15 @@ const workerTimeout = 30 * time.Second
 // is what makes the two arms take the same spawn path.
 type starter interface {
 	Start(cmd *exec.Cmd, spawn cgroups.SpawnOptions) error
+}
+
+// confinedArm is the confined arm's starter: the session's raw Spawn,
+// without the shim and environment that enforcer.Session.Start adds, so
+// that both arms spawn the worker alike.
+type confinedArm struct{ s *enforcer.Session }
+
+func (c confinedArm) Start(cmd *exec.Cmd, spawn cgroups.SpawnOptions) error {
+	return c.s.Spawn(cmd, spawn)
 }
 
 // buildWorker compiles tests/bench/worker into dir.

@@ -58,7 +58,7 @@ func measureWorkers(ctx context.Context, o options, until time.Time, worker stri
 				if err != nil {
 					return 0, err
 				}
-				ns, err := runWorker(ctx, sess, worker, b.newNet, b.args...)
+				ns, err := runWorker(ctx, confinedArm{sess}, worker, b.newNet, b.args...)
 				if err != nil || b.judged == 0 {
 					return ns, err
 				}
