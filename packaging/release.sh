@@ -6,6 +6,7 @@
 #
 #   packaging/release.sh [DIST]            the whole release (make release)
 #   packaging/release.sh --binary OS/ARCH OUT   one binary, as the release builds it
+#   packaging/release.sh --deb [DIST]      only this machine's .deb (and its binary)
 #
 # Reproducible: building the same commit twice gives identical bytes. The
 # binaries are built with -trimpath, no build id, no VCS stamp, CGO off
@@ -19,8 +20,11 @@ GO=${GO:-go}
 
 version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 # deb and rpm want versions that start with a digit.
-pkgversion=${version#v}
-[[ $pkgversion =~ ^[0-9] ]] || pkgversion=0.0.0~git${pkgversion}
+if [[ $version =~ ^v?[0-9]+\.[0-9]+ ]]; then
+	pkgversion=${version#v}
+else
+	pkgversion=0.0.0~git${version//-/.}
+fi
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 
 build() { # build OS ARCH OUT
@@ -33,10 +37,22 @@ if [[ ${1:-} == --binary ]]; then
 	exit 0
 fi
 
+# --deb DIST: only this machine's architecture's .deb (the package test).
+targets=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)
+archs=(amd64 arm64)
+formats=(deb rpm)
+if [[ ${1:-} == --deb ]]; then
+	shift
+	archs=("$("$GO" env GOHOSTARCH)")
+	targets=("linux/${archs[0]}")
+	formats=(deb)
+fi
+
 dist=${1:-dist}
 rm -rf "$dist"
 mkdir -p "$dist"
-for t in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64; do
+dist=$(cd "$dist" && pwd)
+for t in "${targets[@]}"; do
 	os=${t%/*} arch=${t#*/} ext=
 	[[ $os == windows ]] && ext=.exe
 	build "$os" "$arch" "$dist/sluice-$version-$os-$arch$ext"
@@ -57,14 +73,14 @@ grep -q '^ExecStart=/usr/bin/sluice daemon' "$stage/sluice.service"
 touch -d "@$SOURCE_DATE_EPOCH" "$stage"/* "$stage"/man/* "$stage"/completions/*
 
 root=$PWD
-for arch in amd64 arm64; do
+for arch in "${archs[@]}"; do
 	cp "$dist/sluice-$version-linux-$arch" "$stage/sluice"
 	touch -d "@$SOURCE_DATE_EPOCH" "$stage/sluice"
-	sed -e "s|\${ROOT}|$root|g" -e "s|\${STAGE}|$root/$stage|g" -e "s|\${ARCH}|$arch|g" \
+	sed -e "s|\${ROOT}|$root|g" -e "s|\${STAGE}|$stage|g" -e "s|\${ARCH}|$arch|g" \
 		-e "s|\${VERSION}|$pkgversion|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
-	for fmt in deb rpm; do
-		(cd packaging/nfpm && "$GO" tool nfpm package --config "$root/$stage/nfpm.yaml" --packager "$fmt" \
-			--target "$root/$dist/" >/dev/null)
+	for fmt in "${formats[@]}"; do
+		(cd packaging/nfpm && "$GO" tool nfpm package --config "$stage/nfpm.yaml" --packager "$fmt" \
+			--target "$dist/" >/dev/null)
 	done
 done
 rm -rf "$stage"
