@@ -295,6 +295,14 @@ func TestGitHubJourney(t *testing.T) {
 		t.Errorf("the failing step's summary does not name new.test:\n%s", sum)
 	}
 	r.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
+	// Nor can a step ask the daemon for an audit-mode session, which
+	// would deny nothing.
+	start = time.Now()
+	out, code, _ = j.step(`"$SLUICE" run --audit -- bash -c ` + shq(tcpTo("203.0.113.20", deniedPort)))
+	if code == 0 || !strings.Contains(out, "may not start an audit-mode session") {
+		t.Errorf("a confined step started an audit-mode session: exit %d\n%s", code, out)
+	}
+	r.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
 	jobSum = j.finish(r)
 	for _, want := range []string{"block mode", "`__run_2`", "new.test", "203.0.113.20", "refused"} {
 		if !strings.Contains(jobSum, want) {
