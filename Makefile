@@ -32,7 +32,7 @@ lint:
 
 # One package at a time: the kernel end-to-end packages time real network
 # round trips, and on a 2-CPU runner running them side by side only adds
-# noise (the suite still takes ~3 minutes).
+# noise (the whole of make test takes ~5 minutes on 2 shared vCPUs).
 #
 # Test recipes read stdin from /dev/null: on a terminal, nothing a test
 # starts (sluice run hands its stdin to the confined command) can wait for
