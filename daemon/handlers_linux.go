@@ -174,11 +174,11 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err != nil {
 		return nil, err
 	}
-	// The session's command is the daemon's child, outside the caller's
-	// Landlock domain: a confined caller asking for shared processes would
-	// get what its own session refuses it.
-	if req.ShareProcesses && parent != "" {
-		return nil, fail(http.StatusForbidden, "share_processes: a confined caller may not turn process isolation off")
+	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
+		return nil, err
+	}
+	if err := mayShareProcesses(who, req.ShareProcesses); err != nil {
+		return nil, err
 	}
 	// Hidden paths: the defaults and the session's own (which show_paths
 	// may exempt), and the machine's, which nothing exempts.
