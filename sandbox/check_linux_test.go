@@ -3,13 +3,15 @@ package sandbox
 import (
 	"os"
 	"testing"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // TestCheckAsRoot: on a machine with Landlock and mount namespaces (CI's),
 // Check tries both layers for real and finds them working.
 func TestCheckAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("sandbox: skipped: Check mounts in a mount namespace of its own, which needs root (CI runs as root)")
+		needs.Skip(t, "sandbox: Check mounts in a mount namespace of its own, which needs root (CI runs as root)")
 	}
 	layers := Check()
 	if len(layers) != 2 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -176,12 +177,12 @@ func TestDaemonRefusesCallersOwnMountNamespace(t *testing.T) {
 	f := newFixture(t, "203.0.113.10")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("unshare(1) not installed")
+		needs.Skip(t, "unshare(1) not installed: apt-get install util-linux")
 	}
 	try := exec.Command(unshare, "--map-current-user", "-m", "true")
 	try.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if out, err := try.CombinedOutput(); err != nil {
-		t.Skipf("unprivileged user namespaces are unavailable here: %v: %s", err, out)
+		needs.Absent(t, "unprivileged user namespaces are unavailable here: %v: %s", err, out)
 	}
 	if _, _, code := f.sluice(t, 65534, 65534, "run", "--", "/bin/true"); code != 0 {
 		t.Fatalf("the twin, from the host's mount namespace, failed: exit %d", code)

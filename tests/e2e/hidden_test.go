@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // Issue 9, the file half: credential paths are hidden in a session. Every
@@ -113,7 +115,7 @@ func sluiceWithHome(t *testing.T, home string, args ...string) runResult {
 	t.Helper()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("unshare(1) not installed")
+		needs.Skip(t, "unshare(1) not installed: apt-get install util-linux")
 	}
 	passwd := filepath.Join(t.TempDir(), "passwd")
 	if err := os.WriteFile(passwd, fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:%s:/bin/sh\n", home), 0o644); err != nil {
