@@ -83,6 +83,13 @@ func TestDaemonSessionIsolatesProcesses(t *testing.T) {
 	if code != 0 || strings.Fields(out)[0] != "ps" || len(strings.Fields(out)) != 1 {
 		t.Errorf("ps in a daemon session lists %q (exit %d), want only itself", out, code)
 	}
+	// Job control, kill and strace work among the session's own
+	// processes, and the exit status passes through.
+	out, _, code = f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c",
+		`sleep 30 & p=$!; kill $p; wait $p; echo "bg=$?"; if command -v strace >/dev/null; then strace -f -e trace=execve -o /dev/null true && echo traced; else echo traced; fi; exit 9`)
+	if code != 9 || !strings.Contains(out, "bg=143") || !strings.Contains(out, "traced") {
+		t.Errorf("job control, kill, strace or the exit status in a daemon session: exit %d: %s", code, out)
+	}
 	script := fmt.Sprintf(`%s --socket %s run --share-processes -- true 2>&1; echo "code=$?"`, sluiceBin, f.sock)
 	out, _, _ = f.sluice(t, 65534, 65534, "run", "--", "sh", "-c", script)
 	if !strings.Contains(out, "code=125") || !strings.Contains(out, "may not turn process isolation off") {
