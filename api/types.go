@@ -57,6 +57,9 @@ type SessionInfo struct {
 	Audited    uint64        `json:"audited"`
 	LearnedIPs int           `json:"learned_ips"`
 	Recent     []audit.Event `json:"recent_denials,omitempty"`
+	// Hidden are the paths the session's sandbox covered when it started
+	// (credential files and directories), for the client to name.
+	Hidden []string `json:"hidden,omitempty"`
 }
 
 // StreamMessage is one NDJSON line of a create response: first Session,

@@ -220,6 +220,8 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd}}
+	var hid []string // filled on the spawning thread, before Start returns
+	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
 	s.mu.Lock()
 	s.sessions[ss.info.Name] = ss
 	s.mu.Unlock()
@@ -235,6 +237,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
+	ss.info.Hidden = hid
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
 		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
 	close(ss.started)

@@ -81,6 +81,9 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
 		func(s api.SessionInfo) {
 			name.Store(s.Name)
+			if len(s.Hidden) > 0 {
+				fmt.Fprintln(stderr, hiddenNotice(s.Hidden))
+			}
 			if !askedFor {
 				if p, err := allowlist.FromStrings(s.Policy); err == nil {
 					base = p

@@ -144,6 +144,7 @@ func TestDaemonSessionHidesCallersCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := fmt.Sprintf(`cat %[1]s/.aws/credentials %[1]s/.netrc %[1]s/.ssh/id_ed25519 %[1]s/.config/gh/hosts.yml 2>&1; true`, home)
+	var lastStderr string
 	run := func(flags ...string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -158,10 +159,14 @@ func TestDaemonSessionHidesCallersCredentials(t *testing.T) {
 			t.Fatalf("sluice %v: %v\n%s", args, err, errb.String())
 		}
 		t.Logf("sluice %v\nstdout: %s\nstderr: %s", args, out.String(), errb.String())
+		lastStderr = errb.String()
 		return out.String()
 	}
 	if out := run(); strings.Contains(out, secretMarker) {
 		t.Errorf("a daemon session read the caller's credentials: %s", out)
+	}
+	if !strings.Contains(lastStderr, "sluice: sandbox: hidden") || !strings.Contains(lastStderr, filepath.Join(home, ".aws/credentials")) {
+		t.Errorf("the client did not name what the daemon's session hid: %s", lastStderr)
 	}
 	out := run("--show-path", "~/.netrc")
 	if !strings.Contains(out, secretMarker+".netrc") || strings.Contains(out, secretMarker+".aws") {
