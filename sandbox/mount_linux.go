@@ -132,6 +132,9 @@ func setnsMount(pidfd *os.File) error {
 		return fmt.Errorf("sandbox: the caller's mount namespace belongs to another user namespace (unshare -r, a rootless container): its mounts are the caller's own, and a session is not built from them; call from a mount namespace root made")
 	}
 	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("sandbox: enter the caller's mount namespace: %w (it takes CAP_SYS_ADMIN and CAP_SYS_CHROOT: a systemd unit's CapabilityBoundingSet= must keep both)", err)
+		}
 		return fmt.Errorf("sandbox: enter the caller's mount namespace: %w", err)
 	}
 	return nil
