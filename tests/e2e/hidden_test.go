@@ -212,3 +212,49 @@ func TestScrubEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenPathThroughSymlink: a hidden path that is a symbolic link
+// hides what it points to, under both names.
+func TestHiddenPathThroughSymlink(t *testing.T) {
+	requireSluice(t)
+	dir := sharedDir(t)
+	real := plant(t, dir, "store/real-token")
+	link := filepath.Join(dir, "link-token")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	al := filepath.Join(dir, "al.json")
+	if err := os.WriteFile(al, fmt.Appendf(nil, `{"hidden_paths": [%q]}`, link), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("cat %s %s 2>&1; true", shq(link), shq(real))
+	if run := runSluice(t, nil, runArgs(nil, []string{"--allowlist", al}, "sh", "-c", script)...); strings.Contains(run.Stdout, secretMarker) {
+		t.Errorf("the secret behind a hidden link was read: %v", run)
+	}
+	twin := exec.Command("sh", "-c", script)
+	twin.SysProcAttr = nobody
+	if out, _ := twin.CombinedOutput(); strings.Count(string(out), secretMarker) != 2 {
+		t.Fatalf("without sluice the secret is not readable under both names: %s", out)
+	}
+}
+
+// TestCheckReportsSandboxLayers: `sluice check` names each layer of the
+// sandbox and whether this machine has it.
+func TestCheckReportsSandboxLayers(t *testing.T) {
+	requireSluice(t)
+	run := runSluice(t, nil, "check")
+	for _, layer := range []string{"process isolation", "path hiding", "unix sockets"} {
+		found := false
+		for l := range strings.SplitSeq(run.Stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(strings.Join(f[1:], " "), layer) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("sluice check has no %q line:\n%s", layer, run.Stdout)
+		}
+	}
+	if !strings.Contains(run.Stdout, "ok    path hiding") {
+		t.Errorf("path hiding should be available to root on this kernel:\n%s", run.Stdout)
+	}
+}
