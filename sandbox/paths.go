@@ -121,3 +121,13 @@ func Shows(path string, shown []string) bool {
 	}
 	return false
 }
+
+// StartedNote is what a session_started audit line adds about the
+// sandbox: the paths it hid ("" for none), so the audit log keeps why a
+// command found a credential file empty.
+func StartedNote(hidden []string) string {
+	if len(hidden) == 0 {
+		return ""
+	}
+	return "; sandbox hid " + strings.Join(hidden, ", ")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 // runViaDaemon runs the command in a session of the running daemon, which
@@ -90,7 +91,7 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 				}
 			}
 			alog.session = s.Name
-			alog.started(s.PID, s.UID, path, s.Policy, argv[0])
+			alog.started(s.PID, s.UID, path, s.Policy, argv[0]+sandbox.StartedNote(s.Hidden))
 		},
 		func(e audit.Event) {
 			rep.ReportDaemon(e)

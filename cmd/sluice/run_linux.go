@@ -178,7 +178,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		for _, en := range s.Policy().Entries() {
 			entries = append(entries, en.String())
 		}
-		alog.started(c.Process.Pid, spawn.UID, path, entries, argv[0])
+		alog.started(c.Process.Pid, spawn.UID, path, entries, argv[0]+sandbox.StartedNote(hid))
 		return c, nil
 	})
 	if !started {

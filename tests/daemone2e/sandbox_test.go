@@ -168,6 +168,11 @@ func TestDaemonSessionHidesCallersCredentials(t *testing.T) {
 	if !strings.Contains(lastStderr, "sluice: sandbox: hidden") || !strings.Contains(lastStderr, filepath.Join(home, ".aws/credentials")) {
 		t.Errorf("the client did not name what the daemon's session hid: %s", lastStderr)
 	}
+	// The audit log keeps it too (waitAudit fails the test otherwise).
+	f.waitAudit(t, "session_started", func(e map[string]any) bool {
+		m, _ := e["message"].(string)
+		return strings.Contains(m, "sandbox hid") && strings.Contains(m, filepath.Join(home, ".aws/credentials"))
+	})
 	out := run("--show-path", "~/.netrc")
 	if !strings.Contains(out, secretMarker+".netrc") || strings.Contains(out, secretMarker+".aws") {
 		t.Errorf("--show-path ~/.netrc through the daemon: %s", out)
