@@ -78,3 +78,12 @@ func TestScrubEnv(t *testing.T) {
 		t.Errorf("removed %q, want %q", removed, want)
 	}
 }
+
+func TestStartedNote(t *testing.T) {
+	if got := StartedNote(nil); got != "" {
+		t.Errorf("StartedNote(nil) = %q", got)
+	}
+	if got, want := StartedNote([]string{"/h/.netrc", "/h/.aws/credentials"}), "; sandbox hid /h/.netrc, /h/.aws/credentials"; got != want {
+		t.Errorf("StartedNote = %q, want %q", got, want)
+	}
+}
