@@ -220,3 +220,85 @@ func TestDaemonRefusesCallersOwnMountNamespace(t *testing.T) {
 		t.Fatalf("a session was built from the caller's own mount namespace: %v\n%s", err, out.String())
 	}
 }
+
+// TestDaemonSessionCannotTouchOutsideProcesses: ptrace injection,
+// process_vm_writev, /proc/PID/mem and signals from a daemon session into a
+// sleeping same-uid process outside it are refused, and nothing reaches the
+// world; with share_processes the same probes work (the twins).
+func TestDaemonSessionCannotTouchOutsideProcesses(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	udp := f.w.ListenUDP(t, world.DeniedV4)
+	for _, share := range []bool{true, false} {
+		var flags []string
+		if share {
+			flags = []string{"--share-processes"}
+		}
+		for _, op := range []string{"ptrace-inject", "vm-write", "mem-write", "signal"} {
+			t.Run(fmt.Sprintf("%s/share=%v", op, share), func(t *testing.T) {
+				pid := startSleeper(t, f)
+				var args []string
+				switch op {
+				case "ptrace-inject":
+					args = []string{op, fmt.Sprint(pid), world.DeniedV4.String(), fmt.Sprint(udp)}
+				case "signal":
+					args = []string{op, fmt.Sprint(pid)}
+				default:
+					args = []string{op, fmt.Sprint(pid), stackAddr(t, pid)}
+				}
+				start := time.Now()
+				r := f.probe(t, flags, args...)
+				if strings.Contains(r.Error, "only on amd64") {
+					needs.Absent(t, "ptrace-inject is written for amd64 only")
+				}
+				if share != r.OK {
+					t.Fatalf("%s with share_processes=%v: %s", op, share, r)
+				}
+				arrived := world.All(world.Since(start), world.ToPort(world.DeniedV4, udp))
+				if share && op == "ptrace-inject" && !f.w.WaitArrival(arrived, 2*time.Second) {
+					t.Fatalf("the injected datagram did not arrive: %v", f.w.Arrivals(nil))
+				}
+				if !share {
+					f.w.AssertNothingArrived(t, arrived, 300*time.Millisecond)
+				}
+			})
+		}
+	}
+}
+
+// startSleeper starts `sleep 60` unconfined as uid 65534 in the client
+// namespace and waits until it sleeps.
+func startSleeper(t *testing.T, f *fixture) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := f.w.StartInClient(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)); err == nil && strings.Contains(string(b), "(sleep) S") {
+			return cmd.Process.Pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("sleep %d did not start sleeping", cmd.Process.Pid)
+	return 0
+}
+
+// stackAddr is the start of pid's [stack] mapping, in hex.
+func stackAddr(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasSuffix(l, "[stack]") {
+			start, _, _ := strings.Cut(l, "-")
+			return start
+		}
+	}
+	t.Fatalf("no [stack] in /proc/%d/maps", pid)
+	return ""
+}
