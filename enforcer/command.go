@@ -62,7 +62,7 @@ type SandboxSpec struct {
 	OnHidden func(path string)
 }
 
-// ShimArgs are the arguments of FamiliesShim for running path with argv
+// shimArgs is the command line of FamiliesShim that runs path with argv
 // under sb.
 func shimArgs(shim, path string, argv []string, sb SandboxSpec) []string {
 	args := []string{shim, FamiliesShim, "--path", path}
