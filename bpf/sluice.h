@@ -11,9 +11,13 @@
 #define MAX_LEARNED (128 * 1024)
 #define SESSION_RINGBUF_SIZE (64 * 1024)
 #define GLOBAL_RINGBUF_SIZE (256 * 1024)
+#define MAX_UNIX (64 * 1024)
+#define MAX_LOOPBACK_PORTS (64 * 1024)
+#define UNIX_PATH_MAX 108
 
 /* session.flags */
 #define SESSION_AUDIT 1 /* allow everything, report what would be denied */
+#define SESSION_LOOPBACK_SESSION 2 /* loopback only to the session's own listeners and listed ports */
 
 /* A session's policy, keyed by the cgroup id of the session's cgroup.
  * dns_port4/6 (network order) are the loopback ports of the session's
@@ -74,6 +78,8 @@ enum sluice_hook {
 	HOOK_SOCK_CREATE = 5,
 	HOOK_SETSOCKOPT = 6,
 	HOOK_EGRESS = 7,
+	HOOK_UNIX_CONNECT = 8, /* connect() of a stream/seqpacket or datagram unix socket */
+	HOOK_UNIX_SEND = 9,    /* sendmsg() of a datagram unix socket to a named peer */
 };
 
 /* event.reason */
@@ -84,6 +90,7 @@ enum sluice_reason {
 	REASON_SOCKET_TYPE = 4,  /* only TCP and UDP sockets are allowed */
 	REASON_SOURCE_ROUTE = 5, /* source routing could steer past the connect hook */
 	REASON_FOREIGN_LISTENER = 6, /* another session's sluice proxy or resolver */
+	REASON_LOOPBACK_PORT = 7,    /* loopback "session": not the session's listener nor a listed port */
 };
 
 /* event.flags */
@@ -108,6 +115,41 @@ struct event {
 	__s32 arg1; /* sock_create: type;   setsockopt: optname */
 	__s32 arg2; /* sock_create: protocol; setsockopt: optlen */
 	char comm[16];
+};
+
+/* A unix socket name: the address its server bound, as the kernel keeps it
+ * (unix_address). Pathname names end at their first NUL; abstract names
+ * are the bytes after the leading NUL, NULs included. Bytes after len are
+ * zero. session 0 is not used: every session has its own entries. */
+struct unix_key {
+	__u64 session;
+	__u8 abstract;
+	__u8 pad[3];
+	__u32 len;
+	char path[112]; /* UNIX_PATH_MAX and room for a terminating NUL */
+};
+
+/* unix_key values */
+#define UNIX_ALLOWED 1 /* listed: the allowlist, the built-in list, the API socket */
+
+/* A loopback port a session in loopback "session" mode may reach. */
+struct port_key {
+	__u64 session;
+	__u32 port; /* host order */
+	__u32 pad;
+};
+
+/* port_key values */
+#define PORT_LISTED 1 /* loopback_ports */
+#define PORT_BOUND 2  /* bound by a process of the session (post_bind4/6) */
+
+/* A unix-socket denial: the event, then the peer's name. */
+struct unix_event {
+	struct event e;
+	__u8 abstract;
+	__u8 pad[3];
+	__u32 len;
+	char path[112];
 };
 
 #endif

@@ -13,13 +13,15 @@ type Hook uint8
 
 // The hooks, as numbered in bpf/sluice.h.
 const (
-	HookConnect4   Hook = 1
-	HookConnect6   Hook = 2
-	HookSendmsg4   Hook = 3
-	HookSendmsg6   Hook = 4
-	HookSockCreate Hook = 5
-	HookSetsockopt Hook = 6
-	HookEgress     Hook = 7
+	HookConnect4    Hook = 1
+	HookConnect6    Hook = 2
+	HookSendmsg4    Hook = 3
+	HookSendmsg6    Hook = 4
+	HookSockCreate  Hook = 5
+	HookSetsockopt  Hook = 6
+	HookEgress      Hook = 7
+	HookUnixConnect Hook = 8
+	HookUnixSend    Hook = 9
 )
 
 func (h Hook) String() string {
@@ -38,6 +40,10 @@ func (h Hook) String() string {
 		return "setsockopt"
 	case HookEgress:
 		return "egress"
+	case HookUnixConnect:
+		return "unix_connect"
+	case HookUnixSend:
+		return "unix_send"
 	}
 	return fmt.Sprintf("hook(%d)", uint8(h))
 }
@@ -53,6 +59,7 @@ const (
 	ReasonSocketType      Reason = 4
 	ReasonSourceRoute     Reason = 5
 	ReasonForeignListener Reason = 6
+	ReasonLoopbackPort    Reason = 7
 )
 
 // String is the explanation a user reads.
@@ -70,6 +77,8 @@ func (r Reason) String() string {
 		return "source routing could steer packets past the allowlist"
 	case ReasonForeignListener:
 		return "another session's sluice proxy or resolver (each session reaches only its own)"
+	case ReasonLoopbackPort:
+		return `loopback "session": not a listener of this session nor in loopback_ports`
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -90,10 +99,19 @@ type Event struct {
 	// level/optname/optlen.
 	Args [3]int32
 	Comm string
+	// Unix is the unix socket a HookUnixConnect or HookUnixSend event
+	// tried to reach: the name its server bound, "/path" or "@abstract".
+	Unix string
 }
+
+// IsUnix reports whether the event is about a unix socket.
+func (e Event) IsUnix() bool { return e.Hook == HookUnixConnect || e.Hook == HookUnixSend }
 
 // eventSize is sizeof(struct event) in bpf/sluice.h.
 const eventSize = 80
+
+// unixEventSize is sizeof(struct unix_event): the event, then the name.
+const unixEventSize = eventSize + 8 + 112
 
 // ParseEvent decodes a ring buffer record. The datapath writes the host's
 // byte order; sluice's objects are little-endian only (bpfel).
@@ -121,7 +139,13 @@ func ParseEvent(b []byte) (Event, error) {
 	if family == 2 || addr.Is4In6() {
 		addr = addr.Unmap()
 	}
-	if e.Hook != HookSockCreate && e.Hook != HookSetsockopt {
+	if e.IsUnix() {
+		if len(b) < unixEventSize {
+			return Event{}, fmt.Errorf("unix event record of %d bytes, want %d", len(b), unixEventSize)
+		}
+		n := min(int(le.Uint32(b[eventSize+4:])), 112)
+		e.Unix = unixName(b[eventSize] != 0, b[eventSize+8:eventSize+8+n])
+	} else if e.Hook != HookSockCreate && e.Hook != HookSetsockopt {
 		e.Addr = addr
 	}
 	for i := range e.Args {
@@ -166,6 +190,8 @@ func (e Event) Destination() string {
 		return fmt.Sprintf("setsockopt(%s)", sockoptName(e.Args[0], e.Args[1]))
 	case HookEgress:
 		return fmt.Sprintf("%s (source-routed %s packet)", e.Addr, ProtoName(e.Proto))
+	case HookUnixConnect, HookUnixSend:
+		return "unix:" + printable(e.Unix)
 	}
 	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(e.Addr, e.Port), ProtoName(e.Proto))
 }
@@ -216,3 +242,31 @@ func sockoptName(level, name int32) string {
 	}
 	return fmt.Sprintf("level %d, option %d", level, name)
 }
+
+// printable escapes what a terminal must not receive raw (abstract names
+// may hold any byte, NULs included).
+func printable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			fmt.Fprintf(&b, "\\x%02x", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// unixName is the allowlist's form of a unix socket name.
+func unixName[T int8 | uint8](abstract bool, p []T) string {
+	b := make([]byte, len(p))
+	for i, c := range p {
+		b[i] = byte(c)
+	}
+	if abstract {
+		return "@" + string(b)
+	}
+	return string(b)
+}
+

@@ -1,0 +1,277 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary doubles as the confined unix-socket client: with
+// SLUICE_UNIX_CLIENT=stream|dgram PATH it connects (or sends a datagram)
+// to PATH ("@name": abstract), prints "ok" or the errno name, and exits.
+func init() {
+	mode := os.Getenv("SLUICE_UNIX_CLIENT")
+	if mode == "" {
+		return
+	}
+	fmt.Println(unixClient(mode, os.Args[len(os.Args)-1]))
+	os.Exit(0)
+}
+
+func unixClient(mode, path string) string {
+	switch mode {
+	case "tcp": // path is a loopback port
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+path, 2*time.Second)
+		if err != nil {
+			return errnoOf(err)
+		}
+		c.Close()
+		return "ok"
+	case "tcp-self": // a listener of its own, then a connect to it
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return errnoOf(err)
+		}
+		defer l.Close()
+		c, err := net.DialTimeout("tcp", l.Addr().String(), 2*time.Second)
+		if err != nil {
+			return errnoOf(err)
+		}
+		c.Close()
+		return "ok"
+	}
+	typ := unix.SOCK_STREAM
+	if mode == "dgram" {
+		typ = unix.SOCK_DGRAM
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "socket: " + err.Error()
+	}
+	defer unix.Close(fd)
+	name := path
+	if strings.HasPrefix(path, "@") {
+		name = "\x00" + path[1:]
+	}
+	sa := &unix.SockaddrUnix{Name: name}
+	if mode == "dgram" {
+		err = unix.Sendto(fd, []byte("x"), 0, sa)
+	} else {
+		err = unix.Connect(fd, sa)
+	}
+	var en unix.Errno
+	if errors.As(err, &en) {
+		return unix.ErrnoName(en)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "ok"
+}
+
+func errnoOf(err error) string {
+	var en unix.Errno
+	if errors.As(err, &en) {
+		return unix.ErrnoName(en)
+	}
+	return err.Error()
+}
+
+// clientInSession runs this test binary as the unix client in the session.
+func (f *fixture) clientInSession(t *testing.T, mode, path string) string {
+	t.Helper()
+	fd, err := unix.Open(f.session, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$", path)
+	cmd.Env = append(os.Environ(), "SLUICE_UNIX_CLIENT="+mode)
+	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	out, _ := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out))
+}
+
+func TestUnixEventLayout(t *testing.T) {
+	if got := int(unsafe.Sizeof(sluiceUnixEvent{})); got != unixEventSize {
+		t.Fatalf("sizeof(struct unix_event) = %d, ParseEvent expects %d", got, unixEventSize)
+	}
+}
+
+func TestUnixSocketsJudgedByName(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.UnixJudging(); err != nil {
+		t.Skip(err)
+	}
+	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dir := t.TempDir()
+	listen := func(network, name string) {
+		addr := name
+		if strings.HasPrefix(name, "@") {
+			addr = "\x00" + name[1:]
+		}
+		if network == "unixgram" {
+			c, err := net.ListenUnixgram(network, &net.UnixAddr{Name: addr, Net: network})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return
+		}
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+	}
+	relay := filepath.Join(dir, "relay.sock")
+	listed := filepath.Join(dir, "listed.sock")
+	globbed := filepath.Join(dir, "g-1.sock")
+	dgram := filepath.Join(dir, "dgram.sock")
+	abstract := fmt.Sprintf("@sluice-loadertest-%d", os.Getpid())
+	listen("unix", relay)
+	listen("unix", listed)
+	listen("unix", globbed)
+	listen("unixgram", dgram)
+	listen("unix", abstract)
+	// The unconfined twin: every socket answers outside the session.
+	for _, p := range []string{relay, listed, globbed, abstract} {
+		if got := unixClient("stream", p); got != "ok" {
+			t.Fatalf("unconfined connect to %s: %s", p, got)
+		}
+	}
+	for _, c := range []struct{ mode, path, want string }{
+		{"stream", relay, "EPERM"},
+		{"stream", abstract, "EPERM"},
+		{"dgram", dgram, "EPERM"},
+		{"stream", listed, "EPERM"},
+	} {
+		if got := f.clientInSession(t, c.mode, c.path); got != c.want {
+			t.Errorf("%s %s before listing: %s, want %s", c.mode, c.path, got, c.want)
+		}
+	}
+	ev, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ParseEvent(ev.RawSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Hook != HookUnixConnect || e.Unix != relay || !strings.Contains(e.String(), "-> unix:"+relay+": not in the allowlist") {
+		t.Errorf("first event: %+v, %q", e, e.String())
+	}
+	r.SetDeadline(time.Now().Add(2 * time.Second))
+	if ev, err = r.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ = ParseEvent(ev.RawSample); e.Unix != abstract || !strings.Contains(e.String(), "unix:"+abstract) {
+		t.Errorf("abstract event: %+v", e)
+	}
+
+	if err := f.dp.AllowUnix(f.cgid, []string{listed, dgram, abstract}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.SetUnixGlobs(f.cgid, []string{filepath.Join(dir, "g-*.sock")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ mode, path, want string }{
+		{"stream", relay, "EPERM"},
+		{"stream", listed, "ok"},
+		{"stream", abstract, "ok"},
+		{"dgram", dgram, "ok"},
+		{"stream", globbed, "ok"},
+		// The glob's '*' never stands for "..", and names are compared
+		// as written: another spelling of a listed path is refused.
+		{"stream", dir + "/g-../../" + filepath.Base(dir) + "/relay.sock", "EPERM"},
+		{"stream", dir + "/./listed.sock", "EPERM"},
+		{"stream", dir + "//listed.sock", "EPERM"},
+	} {
+		if got := f.clientInSession(t, c.mode, c.path); got != c.want {
+			t.Errorf("%s %s after listing: %s, want %s", c.mode, c.path, got, c.want)
+		}
+	}
+	names, err := f.dp.UnixAllowed(f.cgid)
+	if err != nil || len(names) != 3 {
+		t.Fatalf("UnixAllowed = %v, %v", names, err)
+	}
+	if err := f.dp.RemoveSession(f.cgid, &Known{Ring: true, Unix: names}); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := f.dp.UnixAllowed(f.cgid); len(names) != 0 {
+		t.Fatalf("RemoveSession left %v", names)
+	}
+	var g sluiceUnixGlob
+	if err := f.dp.objs.UnixGlobs.Lookup(&sluiceUnixGlobKey{Session: f.cgid}, &g); err == nil {
+		t.Fatal("RemoveSession left the session's glob")
+	}
+}
+
+func TestLoopbackSessionMode(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	outside, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outside.Close()
+	listed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listed.Close()
+	port := func(l net.Listener) string { return fmt.Sprint(l.Addr().(*net.TCPAddr).Port) }
+	// Default mode: everything on loopback answers.
+	for _, c := range []struct{ mode, arg string }{{"tcp", port(outside)}, {"tcp", port(listed)}, {"tcp-self", ""}} {
+		if got := f.clientInSession(t, c.mode, c.arg); got != "ok" {
+			t.Fatalf("loopback all: %s %s: %s", c.mode, c.arg, got)
+		}
+	}
+	if err := f.dp.MarkLoopbackStrict(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.SetSession(f.cgid, SessionConfig{Flags: FlagLoopbackSession}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.SetLoopbackPorts(f.cgid, []uint16{uint16(listed.Addr().(*net.TCPAddr).Port)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ mode, arg, want string }{
+		{"tcp", port(outside), "EPERM"},
+		{"tcp", port(listed), "ok"},
+		{"tcp-self", "", "ok"},
+	} {
+		if got := f.clientInSession(t, c.mode, c.arg); got != c.want {
+			t.Errorf("loopback session: %s %s: %s, want %s", c.mode, c.arg, got, c.want)
+		}
+	}
+	l, b, err := f.dp.LoopbackPorts(f.cgid)
+	if err != nil || len(l) != 1 || len(b) == 0 {
+		t.Fatalf("LoopbackPorts = %v %v %v", l, b, err)
+	}
+	if err := f.dp.RemoveSession(f.cgid, &Known{Ring: true, LoopbackSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	if l, b, _ := f.dp.LoopbackPorts(f.cgid); len(l)+len(b) != 0 {
+		t.Fatalf("RemoveSession left loopback ports %v %v", l, b)
+	}
+}
