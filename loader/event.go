@@ -269,4 +269,3 @@ func unixName[T int8 | uint8](abstract bool, p []T) string {
 	}
 	return string(b)
 }
-
