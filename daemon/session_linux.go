@@ -264,7 +264,8 @@ func (s *Server) adopt(r record) error {
 		ss.requested = p
 	}
 	policy := intersect(ss.requested, s.machine.Load())
-	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss), SharedEvents: true}, r.DNSPort4, r.DNSPort6)
+	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss), SharedEvents: true,
+		UnixSockets: []string{s.cfg.SocketPath}}, r.DNSPort4, r.DNSPort6)
 	if err != nil {
 		return err
 	}
@@ -282,11 +283,20 @@ func (s *Server) adopt(r record) error {
 }
 
 // intersect is the part of requested that the machine allows; nil
-// requested means "everything the machine allows".
+// requested means "everything the machine allows". The local part (unix
+// sockets, loopback) is requested's within the machine's.
 func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
 	if requested == nil {
 		return machine
 	}
+	p := intersectHosts(requested, machine)
+	if wl, err := p.WithLocal(requested.Local().Within(machine.Local())); err == nil {
+		p = wl
+	}
+	return p
+}
+
+func intersectHosts(requested, machine *allowlist.Policy) *allowlist.Policy {
 	var keep []allowlist.Entry
 	for _, e := range requested.Entries() {
 		one, err := allowlist.New([]allowlist.Entry{e})

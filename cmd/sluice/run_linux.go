@@ -114,7 +114,8 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			audit.proxyEvent(ev)
 		}}
 	}
-	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox})
+	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox,
+		UnixSockets: []string{daemon.SocketPath(socketFlag)}})
 	if err != nil {
 		return fail(err)
 	}
