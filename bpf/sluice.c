@@ -955,8 +955,15 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 	c->k.session = cg;
 	if (unix_name(ctx, &c->k))
 		return 0; /* an address that cannot be read is refused */
-	if (s && bpf_map_lookup_elem(&unix_allowed, &c->k))
+	__u8 *v = s ? bpf_map_lookup_elem(&unix_allowed, &c->k) : 0;
+	if (v && *v == UNIX_ALLOWED)
 		return 1;
+	if (v && *v == UNIX_QUIET) {
+		/* Expected and harmless: the caller falls back to files and
+		 * DNS. An event per lookup would bury the real refusals. */
+		count(cg, 1);
+		return (s->flags & SESSION_AUDIT) ? 1 : 0;
+	}
 	if (s && unix_glob_match(c, cg))
 		return 1;
 	if (s && (s->flags & SESSION_AUDIT)) {

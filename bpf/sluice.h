@@ -131,6 +131,7 @@ struct unix_key {
 
 /* unix_key values */
 #define UNIX_ALLOWED 1 /* listed: the allowlist, the built-in list, the API socket */
+#define UNIX_QUIET 2   /* refused without an event: name services glibc asks on every lookup */
 
 /* A loopback port a session in loopback "session" mode may reach. */
 struct port_key {

@@ -52,6 +52,19 @@ func BuiltinUnixSockets(uid uint32, env []string) []string {
 	return names
 }
 
+// QuietUnixSockets are name-service sockets that sessions may not reach
+// and whose refusals are not reported: nscd and systemd-resolved's varlink
+// socket resolve any host name for the caller (unlisted names would leave
+// the machine in the query), and glibc tries them on every user or host
+// lookup, falling back to the files and to DNS (which the session's
+// resolver judges) when they refuse. A line for each lookup would bury the
+// refusals that matter. Listing one in unix_sockets allows it.
+var QuietUnixSockets = []string{
+	"/var/run/nscd/socket",
+	"/run/nscd/socket",
+	"/run/systemd/resolve/io.systemd.Resolve",
+}
+
 // envValue is the last value of name in env (later entries win, as in
 // exec).
 func envValue(env []string, name string) string {

@@ -32,16 +32,26 @@ func (s *Session) applyLocal(l allowlist.Local) error {
 		if err := dp.AllowUnix(id, exact); err != nil {
 			return err
 		}
+		var quiet []string
+		for _, q := range QuietUnixSockets {
+			if !slices.Contains(exact, q) {
+				quiet = append(quiet, q)
+			}
+		}
+		if err := dp.QuietUnix(id, quiet); err != nil {
+			return err
+		}
+		all := append(slices.Clone(exact), quiet...)
 		var stale []string
 		for _, n := range s.unixNames {
-			if !slices.Contains(exact, n) {
+			if !slices.Contains(all, n) {
 				stale = append(stale, n)
 			}
 		}
 		if err := dp.RevokeUnix(id, stale); err != nil {
 			errs = append(errs, err)
 		}
-		s.unixNames = exact
+		s.unixNames = all
 		if err := dp.SetUnixGlobs(id, globs); err != nil {
 			return err
 		}

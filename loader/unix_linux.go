@@ -98,17 +98,24 @@ func unixKey(cgid uint64, name string) (sluiceUnixKey, error) {
 // ("/path", or "@name" for an abstract socket). Names are exact: globs are
 // expanded by the caller.
 func (d *Datapath) AllowUnix(cgid uint64, names []string) error {
-	v := uint8(1) // UNIX_ALLOWED
+	return d.setUnix(cgid, names, 1) // UNIX_ALLOWED
+}
+
+// QuietUnix makes the session's connects and sends to names fail without
+// an event: for name-service sockets that glibc tries on every lookup and
+// does without. RevokeUnix removes them.
+func (d *Datapath) QuietUnix(cgid uint64, names []string) error {
+	return d.setUnix(cgid, names, 2) // UNIX_QUIET
+}
+
+func (d *Datapath) setUnix(cgid uint64, names []string, v uint8) error {
 	for _, n := range names {
 		k, err := unixKey(cgid, n)
 		if err != nil {
 			return err
 		}
 		if err := d.objs.UnixAllowed.Update(&k, &v, ebpf.UpdateAny); err != nil {
-			if errors.Is(err, ErrMapFull) || errors.Is(err, os.ErrExist) {
-				return err
-			}
-			return fmt.Errorf("allow unix socket %s for session %d: %w", n, cgid, err)
+			return fmt.Errorf("add unix socket %s for session %d: %w", n, cgid, err)
 		}
 	}
 	return nil
