@@ -23,7 +23,10 @@ type Local struct {
 	// "." or ".."). A leading '@' names an abstract socket ("@name" is the
 	// address "\0name"), matched exactly.
 	UnixSockets []string
-	// Loopback is LoopbackAll (the default) or LoopbackSession.
+	// Loopback is LoopbackAll, LoopbackSession, or "" when the policy does
+	// not say (the default, which means all; under a machine policy in
+	// "session" mode an unset session policy takes the machine's mode,
+	// while an explicit "all" goes beyond it).
 	Loopback LoopbackMode
 	// LoopbackPorts are loopback ports a session in LoopbackSession mode
 	// may reach besides its own listeners, sorted and without duplicates.
@@ -36,7 +39,7 @@ type LoopbackMode string
 // The loopback modes.
 const (
 	// LoopbackAll allows every loopback port (the default: local model
-	// servers work unconfigured). "" means the same.
+	// servers work unconfigured).
 	LoopbackAll LoopbackMode = "all"
 	// LoopbackSession allows only listeners created inside the session,
 	// the listed loopback_ports, and the session's own resolver and proxy.
@@ -159,7 +162,7 @@ func matchComponent(p, t string) bool {
 // ParseLoopbackMode reads the "loopback" value.
 func ParseLoopbackMode(s string) (LoopbackMode, error) {
 	switch LoopbackMode(s) {
-	case LoopbackAll, "":
+	case LoopbackAll:
 		return LoopbackAll, nil
 	case LoopbackSession:
 		return LoopbackSession, nil
@@ -170,9 +173,6 @@ func ParseLoopbackMode(s string) (LoopbackMode, error) {
 // normalize sorts and de-duplicates; it returns a copy.
 func (l Local) normalize() Local {
 	out := Local{Loopback: l.Loopback}
-	if out.Loopback == "" {
-		out.Loopback = LoopbackAll
-	}
 	out.UnixSockets = slices.Compact(slices.Sorted(slices.Values(l.UnixSockets)))
 	out.LoopbackPorts = slices.Compact(slices.Sorted(slices.Values(l.LoopbackPorts)))
 	if len(out.UnixSockets) == 0 {
@@ -205,8 +205,10 @@ func (l Local) Validate() (Local, error) {
 	if len(l.UnixSockets) > MaxUnixSockets {
 		errs = append(errs, fmt.Errorf("unix_sockets: %d entries; at most %d", len(l.UnixSockets), MaxUnixSockets))
 	}
-	if _, err := ParseLoopbackMode(string(l.Loopback)); err != nil {
-		errs = append(errs, err)
+	if l.Loopback != "" {
+		if _, err := ParseLoopbackMode(string(l.Loopback)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, p := range l.LoopbackPorts {
 		if p == 0 {
@@ -223,8 +225,8 @@ func (l Local) Validate() (Local, error) {
 // both lists joined, and the stricter loopback mode.
 func (l Local) merge(o Local) Local {
 	m := Local{Loopback: l.Loopback}
-	if o.Loopback.Strict() {
-		m.Loopback = LoopbackSession
+	if o.Loopback.Strict() || m.Loopback == "" {
+		m.Loopback = o.Loopback
 	}
 	m.UnixSockets = append(slices.Clone(l.UnixSockets), o.UnixSockets...)
 	m.LoopbackPorts = append(slices.Clone(l.LoopbackPorts), o.LoopbackPorts...)
@@ -240,7 +242,7 @@ func uncoveredLocal(s, m Local) []string {
 		}
 	}
 	if m.Loopback.Strict() {
-		if !s.Loopback.Strict() {
+		if s.Loopback == LoopbackAll {
 			out = append(out, `loopback "all": the machine policy says "session"`)
 		}
 		for _, p := range s.LoopbackPorts {
@@ -296,7 +298,7 @@ func (l Local) Within(m Local) Local {
 // Local returns the policy's local part (a copy).
 func (p *Policy) Local() Local {
 	if p == nil {
-		return Local{Loopback: LoopbackAll}
+		return Local{}
 	}
 	return p.local.normalize()
 }

@@ -74,7 +74,7 @@ func TestParseLocal(t *testing.T) {
 			t.Errorf("round trip (pretty %v) lost the local part: %+v\n%s", pretty, bl, text)
 		}
 	}
-	if def, _ := Parse([]byte(`{"allowed_hosts": []}`)); def.Local().Loopback != LoopbackAll || !def.Local().IsDefault() {
+	if def, _ := Parse([]byte(`{"allowed_hosts": []}`)); def.Local().Loopback.Strict() || !def.Local().IsDefault() {
 		t.Errorf("default Local() = %+v", def.Local())
 	}
 	for _, bad := range []string{
@@ -109,7 +109,6 @@ func TestNarrowLocal(t *testing.T) {
 		`{"unix_sockets": ["/var/run/docker.sock"], "loopback": "session"}`,
 		`{"unix_sockets": ["/run/user/*/*/native"], "loopback": "session"}`,
 		`{"loopback": "all"}`,
-		`{"allowed_hosts": []}`,
 		`{"loopback": "session", "loopback_ports": [22]}`,
 	}
 	for _, s := range bad {
@@ -119,6 +118,12 @@ func TestNarrowLocal(t *testing.T) {
 		}
 		if _, err := p.Narrow(machine); err == nil {
 			t.Errorf("%s narrows %s", s, machine.Format())
+		}
+	}
+	// A session that does not say takes the machine's mode.
+	if p, _ := Parse([]byte(`{"allowed_hosts": []}`)); p != nil {
+		if _, err := p.Narrow(machine); err != nil {
+			t.Errorf("a session without a loopback setting under a strict machine: %v", err)
 		}
 	}
 	// Under a machine in the default mode, any loopback setting narrows.

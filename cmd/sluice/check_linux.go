@@ -14,8 +14,8 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/cgroups"
-	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/landlock"
 )
@@ -94,7 +94,7 @@ func runChecks() []checkResult {
 		}
 	}
 	if client().Available(context.Background()) {
-		bpfMode = "available through the daemon at " + daemon.SocketPath(socketFlag)
+		bpfMode = "available through the daemon at " + api.SocketPath(socketFlag)
 	}
 	rs = append(rs, checkResult{name: "mode bpf", status: modeStatus(bpfMode), detail: bpfMode})
 	llMode := "available (Landlock TCP rules and seccomp)"
@@ -142,7 +142,7 @@ func unixCheck() checkResult {
 	if err := loader.ProbeUnix(); err != nil {
 		return checkResult{name: "unix sockets", status: checkWarn,
 			detail: "not judged: " + err.Error() + "; no fallback is in force: pathname and abstract unix sockets are open to sessions (a sandbox with Landlock ABI 6 scopes still refuses abstract sockets outside the session, without an explanation)",
-			fix: "Linux >= 6.7 (cgroup connect_unix and sendmsg_unix hooks)"}
+			fix:    "Linux >= 6.7 (cgroup connect_unix and sendmsg_unix hooks)"}
 	}
 	return checkResult{name: "unix sockets", status: checkPass,
 		detail: "judged in the kernel (cgroup connect_unix, sendmsg_unix): a session reaches only the unix sockets its allowlist lists (unix_sockets), the built-in list and the sluice API socket"}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
@@ -265,7 +265,7 @@ func TestSuggestionUnixSockets(t *testing.T) {
 	}
 }
 
-func daemonEvent(dst, proto string) daemon.Event {
-	return daemon.Event{Type: daemon.EventEgressDenied, Dst: dst, Proto: proto, Reason: loader.ReasonNotAllowed.String(),
+func daemonEvent(dst, proto string) audit.Event {
+	return audit.Event{Type: audit.EgressDenied, Dst: dst, Proto: proto, Reason: loader.ReasonNotAllowed.String(),
 		Message: "denied x[1] -> " + dst + ": not in the allowlist"}
 }
