@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,6 +31,8 @@ func init() {
 
 func unixClient(mode, path string) string {
 	switch mode {
+	case "bench": // path: N connects+closes, prints ns per connect
+		return unixBench(path, 20000)
 	case "tcp": // path is a loopback port
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+path, 2*time.Second)
 		if err != nil {
@@ -274,4 +278,162 @@ func TestLoopbackSessionMode(t *testing.T) {
 	if l, b, _ := f.dp.LoopbackPorts(f.cgid); len(l)+len(b) != 0 {
 		t.Fatalf("RemoveSession left loopback ports %v %v", l, b)
 	}
+}
+
+// unixBench connects to and closes a stream unix socket n times and returns
+// the mean nanoseconds per connect+close.
+func unixBench(path string, n int) string {
+	sa := &unix.SockaddrUnix{Name: path}
+	start := time.Now()
+	for range n {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err.Error()
+		}
+		if err := unix.Connect(fd, sa); err != nil {
+			unix.Close(fd)
+			return err.Error()
+		}
+		unix.Close(fd)
+	}
+	return fmt.Sprint(time.Since(start).Nanoseconds() / int64(n))
+}
+
+// TestUnixConnectCost measures what judging costs a unix connect+close:
+// unconfined, from a session whose name is listed exactly, and from one
+// that reaches it through the second of two globs. Alternating rounds,
+// medians. Set UNIX_BENCH=1 to run it (a measurement, not a pass/fail
+// check: speed targets belong to benchmarks).
+func TestUnixConnectCost(t *testing.T) {
+	if os.Getenv("UNIX_BENCH") == "" {
+		t.Skip("set UNIX_BENCH=1 to measure")
+	}
+	f := newFixture(t)
+	if err := f.dp.UnixJudging(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	exact := filepath.Join(dir, "exact.sock")
+	globbed := filepath.Join(dir, "g-1.sock")
+	for _, p := range []string{exact, globbed} {
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	if err := f.dp.AllowUnix(f.cgid, []string{exact}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.SetUnixGlobs(f.cgid, []string{"/nothing/*/here.sock", filepath.Join(dir, "g-*.sock")}); err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	unconfined := func(p string) string {
+		cmd := exec.Command(exe, "-test.run=^$", p)
+		cmd.Env = append(os.Environ(), "SLUICE_UNIX_CLIENT=bench")
+		out, _ := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out))
+	}
+	// The programs' own cost, from the kernel's run-time statistics
+	// (exact, unlike wall time on a loaded machine).
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stats.Close()
+	progCost := func(p *ebpf.Program, run func()) float64 {
+		before, err := p.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		run()
+		after, err := p.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.RunCount == before.RunCount {
+			return 0
+		}
+		return float64(after.Runtime-before.Runtime) / float64(after.RunCount-before.RunCount)
+	}
+	cu := f.dp.objs.SluiceConnectUnix
+	t.Logf("connect_unix program: exact name %.0f ns per call, second glob %.0f ns per call",
+		progCost(cu, func() { f.clientInSession(t, "bench", exact) }),
+		progCost(cu, func() { f.clientInSession(t, "bench", globbed) }))
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lo.Close()
+	go func() {
+		for {
+			c, err := lo.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	lport := fmt.Sprint(lo.Addr().(*net.TCPAddr).Port)
+	c4 := f.dp.objs.SluiceConnect4
+	loop := func() {
+		for range 200 {
+			f.clientInSessionQuiet("tcp", lport)
+		}
+	}
+	allCost := progCost(c4, loop)
+	if err := f.dp.MarkLoopbackStrict(); err != nil {
+		t.Fatal(err)
+	}
+	markedCost := progCost(c4, loop)
+	_ = f.dp.SetSession(f.cgid, SessionConfig{Flags: FlagLoopbackSession})
+	_ = f.dp.SetLoopbackPorts(f.cgid, []uint16{uint16(lo.Addr().(*net.TCPAddr).Port)})
+	strictCost := progCost(c4, loop)
+	t.Logf("connect4 program on loopback: default mode %.0f ns per call, after a strict session was registered %.0f ns, in session mode (listed port) %.0f ns",
+		allCost, markedCost, strictCost)
+
+	var a, b, c []float64
+	for range 7 {
+		for _, m := range []struct {
+			v   *[]float64
+			out string
+		}{{&a, unconfined(exact)}, {&b, f.clientInSession(t, "bench", exact)}, {&c, f.clientInSession(t, "bench", globbed)}} {
+			var ns float64
+			if _, err := fmt.Sscan(m.out, &ns); err != nil {
+				t.Fatalf("bench client: %q", m.out)
+			}
+			*m.v = append(*m.v, ns)
+		}
+	}
+	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	t.Logf("unix connect+close, wall: unconfined %.0f ns, exact name %.0f ns (%.2fx), second glob %.0f ns (%.2fx)",
+		med(a), med(b), med(b)/med(a), med(c), med(c)/med(a))
+}
+
+// clientInSessionQuiet is clientInSession for loops: no test helper, no
+// failure, the output dropped.
+func (f *fixture) clientInSessionQuiet(mode, arg string) {
+	fd, err := unix.Open(f.session, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "-test.run=^$", arg)
+	cmd.Env = append(os.Environ(), "SLUICE_UNIX_CLIENT="+mode)
+	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	_ = cmd.Run()
 }
