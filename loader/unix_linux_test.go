@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -436,4 +437,97 @@ func (f *fixture) clientInSessionQuiet(mode, arg string) {
 	cmd.Env = append(os.Environ(), "SLUICE_UNIX_CLIENT="+mode)
 	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 	_ = cmd.Run()
+}
+
+// TestLoopbackAllModeCost compares what connect4 costs a session in the
+// default loopback mode with the object of another build (BASE_OBJ, e.g.
+// `git show main:loader/sluice_bpfel.o`): both programs attached to
+// sibling cgroups, loopback connects from each in alternating rounds, the
+// kernel's run-time statistics. Set UNIX_BENCH=1 and BASE_OBJ to run it.
+func TestLoopbackAllModeCost(t *testing.T) {
+	base := os.Getenv("BASE_OBJ")
+	if os.Getenv("UNIX_BENCH") == "" || base == "" {
+		t.Skip("set UNIX_BENCH=1 and BASE_OBJ=path/to/other/sluice_bpfel.o to measure")
+	}
+	f := newFixture(t)
+	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ebpf.LoadCollectionSpec(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	var old struct {
+		Connect4 *ebpf.Program `ebpf:"sluice_connect4"`
+		Sessions *ebpf.Map     `ebpf:"sessions"`
+	}
+	if err := spec.LoadAndAssign(&old, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer old.Connect4.Close()
+	defer old.Sessions.Close()
+	oldRoot := f.root + "-base"
+	oldSession := filepath.Join(oldRoot, "s1")
+	if err := os.MkdirAll(oldSession, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(oldRoot)
+	defer os.Remove(oldSession)
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: oldRoot, Attach: ebpf.AttachCGroupInet4Connect, Program: old.Connect4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	oldID, err := cgroupID(oldSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := sluiceSession{}
+	if err := old.Sessions.Update(oldID, &v, ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stats.Close()
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lo.Close()
+	go func() {
+		for {
+			c, err := lo.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	lport := fmt.Sprint(lo.Addr().(*net.TCPAddr).Port)
+	other := &fixture{session: oldSession}
+	perCall := func(p *ebpf.Program, fx *fixture) float64 {
+		before, _ := p.Stats()
+		for range 100 {
+			fx.clientInSessionQuiet("tcp", lport)
+		}
+		after, _ := p.Stats()
+		return float64(after.Runtime-before.Runtime) / float64(max(1, after.RunCount-before.RunCount))
+	}
+	var a, b []float64
+	for i := range 10 {
+		if i%2 == 0 {
+			a = append(a, perCall(old.Connect4, other))
+			b = append(b, perCall(f.dp.objs.SluiceConnect4, f))
+		} else {
+			b = append(b, perCall(f.dp.objs.SluiceConnect4, f))
+			a = append(a, perCall(old.Connect4, other))
+		}
+	}
+	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	t.Logf("connect4 per loopback call, default mode: base object %.0f ns, this build %.0f ns (%.2fx); rounds %v / %v", med(a), med(b), med(b)/med(a), a, b)
 }
