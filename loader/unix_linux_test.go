@@ -531,3 +531,33 @@ func TestLoopbackAllModeCost(t *testing.T) {
 	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
 	t.Logf("connect4 per loopback call, default mode: base object %.0f ns, this build %.0f ns (%.2fx); rounds %v / %v", med(a), med(b), med(b)/med(a), a, b)
 }
+
+// TestWithoutUnixHooks: on a kernel without connect_unix/sendmsg_unix
+// (simulated), the rest of the datapath loads, attaches and verifies,
+// UnixJudging says why unix sockets are not judged, and they are not.
+func TestWithoutUnixHooks(t *testing.T) {
+	t.Setenv("SLUICE_TEST_NO_UNIX_HOOKS", "1")
+	f := newFixture(t)
+	if err := f.dp.UnixJudging(); !errors.Is(err, ErrUnixUnsupported) {
+		t.Fatalf("UnixJudging = %v, want ErrUnixUnsupported", err)
+	}
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatalf("the datapath without unix hooks does not verify: %v", err)
+	}
+	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "open.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := f.clientInSession(t, "stream", path); got != "ok" {
+		t.Errorf("unix connect without the hooks: %s, want ok (not judged)", got)
+	}
+	// The IP hooks still judge: loopback is open, a session CIDR miss is not.
+	if out := f.inSession(t, `exec 3<>/dev/tcp/203.0.113.9/80`); !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("connect4 without the unix hooks: want EPERM, got %q", out)
+	}
+}
