@@ -16,8 +16,10 @@
 #define UNIX_PATH_MAX 108
 
 /* session.flags */
-#define SESSION_AUDIT 1 /* allow everything, report what would be denied */
-#define SESSION_LOOPBACK_SESSION 2 /* loopback only to the session's own listeners and listed ports */
+enum sluice_session_flag {
+	SESSION_AUDIT = 1, /* allow everything, report what would be denied */
+	SESSION_LOOPBACK_SESSION = 2, /* loopback only to the session's own listeners and listed ports */
+};
 
 /* A session's policy, keyed by the cgroup id of the session's cgroup.
  * dns_port4/6 (network order) are the loopback ports of the session's
@@ -38,12 +40,19 @@ struct dns_orig {
 	__u16 pad;
 };
 
-/* Per-CPU counters of one session (no atomics on the allowed path). */
+/* Index of a counter in struct counters. */
+enum sluice_counter {
+	COUNTER_ALLOWED = 0,     /* non-loopback egress allowed */
+	COUNTER_DENIED = 1,      /* refused (connect, sendmsg, socket, setsockopt, packet) */
+	COUNTER_AUDITED = 2,     /* would have been denied, allowed by --audit */
+	COUNTER_EVENTS_LOST = 3, /* ring buffer full */
+	COUNTER_MAX = 4,
+};
+
+/* Per-CPU counters of one session (no atomics on the allowed path),
+ * indexed by enum sluice_counter. */
 struct counters {
-	__u64 allowed;     /* non-loopback egress allowed */
-	__u64 denied;      /* refused (connect, sendmsg, socket, setsockopt, packet) */
-	__u64 audited;     /* would have been denied, allowed by --audit */
-	__u64 events_lost; /* ring buffer full */
+	__u64 n[COUNTER_MAX];
 };
 
 /* LPM key: data follows prefixlen immediately, so the session id is two
@@ -94,7 +103,9 @@ enum sluice_reason {
 };
 
 /* event.flags */
-#define EVENT_AUDIT 1 /* allowed because the session is in audit mode */
+enum sluice_event_flag {
+	EVENT_AUDIT = 1, /* allowed because the session is in audit mode */
+};
 
 /* One deny (or would-deny) decision. Allowed connects never produce one. */
 struct event {
@@ -117,10 +128,9 @@ struct event {
 	char comm[16];
 };
 
-/* A unix socket name: the address its server bound, as the kernel keeps it
- * (unix_address). Pathname names end at their first NUL; abstract names
- * are the bytes after the leading NUL, NULs included. Bytes after len are
- * zero. session 0 is not used: every session has its own entries. */
+/* A unix socket name as the caller passed it to connect() or sendmsg():
+ * pathname names end at their first NUL; abstract names are the bytes after
+ * the leading NUL, NULs included. Bytes after len are zero. */
 struct unix_key {
 	__u64 session;
 	__u8 abstract;
@@ -129,9 +139,11 @@ struct unix_key {
 	char path[112]; /* UNIX_PATH_MAX and room for a terminating NUL */
 };
 
-/* unix_key values */
-#define UNIX_ALLOWED 1 /* listed: the allowlist, the built-in list, the API socket */
-#define UNIX_QUIET 2   /* refused without an event: name services glibc asks on every lookup */
+/* unix_allowed values */
+enum sluice_unix_verdict {
+	UNIX_ALLOWED = 1, /* listed: the allowlist, the built-in list, the API socket */
+	UNIX_QUIET = 2,   /* refused without an event: name services glibc asks on every lookup */
+};
 
 /* A loopback port a session in loopback "session" mode may reach. */
 struct port_key {
@@ -140,11 +152,13 @@ struct port_key {
 	__u32 pad;
 };
 
-/* port_key values */
-#define PORT_LISTED 1 /* loopback_ports */
-#define PORT_BOUND 2  /* bound by a process of the session (post_bind4/6) */
+/* loopback_ports values */
+enum sluice_port_kind {
+	PORT_LISTED = 1, /* loopback_ports */
+	PORT_BOUND = 2,  /* bound by a process of the session (post_bind4/6) */
+};
 
-/* A unix-socket denial: the event, then the peer's name. */
+/* A unix-socket denial: the event, then the name. */
 struct unix_event {
 	struct event e;
 	__u8 abstract;

@@ -98,14 +98,14 @@ func unixKey(cgid uint64, name string) (sluiceUnixKey, error) {
 // ("/path", or "@name" for an abstract socket). Names are exact: globs are
 // expanded by the caller.
 func (d *Datapath) AllowUnix(cgid uint64, names []string) error {
-	return d.setUnix(cgid, names, 1) // UNIX_ALLOWED
+	return d.setUnix(cgid, names, uint8(sluiceSluiceUnixVerdictUNIX_ALLOWED))
 }
 
 // QuietUnix makes the session's connects and sends to names fail without
 // an event: for name-service sockets that glibc tries on every lookup and
 // does without. RevokeUnix removes them.
 func (d *Datapath) QuietUnix(cgid uint64, names []string) error {
-	return d.setUnix(cgid, names, 2) // UNIX_QUIET
+	return d.setUnix(cgid, names, uint8(sluiceSluiceUnixVerdictUNIX_QUIET))
 }
 
 func (d *Datapath) setUnix(cgid uint64, names []string, v uint8) error {
@@ -173,7 +173,7 @@ func (d *Datapath) removeUnix(cgid uint64) error {
 
 // FlagLoopbackSession limits the session's loopback destinations to its own
 // listeners, the ports given to SetLoopbackPorts and its sluice listeners.
-const FlagLoopbackSession SessionFlags = 2
+const FlagLoopbackSession = SessionFlags(sluiceSluiceSessionFlagSESSION_LOOPBACK_SESSION)
 
 // MarkLoopbackStrict tells the datapath that a session in loopback
 // "session" mode exists, before that session's flags are set. Until the
@@ -191,7 +191,7 @@ func (d *Datapath) MarkLoopbackStrict() error {
 // SetLoopbackPorts sets the loopback ports the session may reach in
 // loopback "session" mode besides the ports its own processes bind.
 func (d *Datapath) SetLoopbackPorts(cgid uint64, ports []uint16) error {
-	v := uint8(1) // PORT_LISTED
+	v := uint8(sluiceSluicePortKindPORT_LISTED)
 	for _, p := range ports {
 		k := sluicePortKey{Session: cgid, Port: uint32(p)}
 		if err := d.objs.LoopbackPorts.Update(&k, &v, ebpf.UpdateAny); err != nil {
@@ -211,7 +211,7 @@ func (d *Datapath) LoopbackPorts(cgid uint64) (listed, bound []uint16, err error
 		if k.Session != cgid {
 			continue
 		}
-		if v == 2 {
+		if v == uint8(sluiceSluicePortKindPORT_BOUND) {
 			bound = append(bound, uint16(k.Port))
 		} else {
 			listed = append(listed, uint16(k.Port))
