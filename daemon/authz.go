@@ -125,6 +125,16 @@ func sessionRequest(c caller, requested, machine, own *allowlist.Policy) (*allow
 			requested = own
 		} else if _, err := requested.Narrow(own); err != nil {
 			return nil, fail(http.StatusForbidden, "a confined process may only narrow its own session's policy: %v", err)
+		} else if ol := own.Local(); ol.Loopback.Strict() && requested.Local().Loopback == "" {
+			// A request that does not say inherits its parent's loopback
+			// mode and ports: the machine's default ("all") would let a
+			// nested session out of its parent's "session" mode.
+			l := requested.Local()
+			l.Loopback, l.LoopbackPorts = ol.Loopback, ol.LoopbackPorts
+			var err error
+			if requested, err = requested.WithLocal(l); err != nil {
+				return nil, fail(http.StatusBadRequest, "%v", err)
+			}
 		}
 	}
 	return requested, nil
