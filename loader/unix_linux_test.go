@@ -16,6 +16,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // The test binary doubles as the confined unix-socket client: with
@@ -119,7 +121,7 @@ func TestUnixEventLayout(t *testing.T) {
 func TestUnixSocketsJudgedByName(t *testing.T) {
 	f := newFixture(t)
 	if err := f.dp.UnixJudging(); err != nil {
-		t.Skip(err)
+		needs.Skip(t, "%v", err)
 	}
 	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
 	if err != nil {
@@ -311,7 +313,7 @@ func TestUnixConnectCost(t *testing.T) {
 	}
 	f := newFixture(t)
 	if err := f.dp.UnixJudging(); err != nil {
-		t.Skip(err)
+		needs.Skip(t, "%v", err)
 	}
 	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -24,6 +26,7 @@ var nobody = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gi
 // lists the relay, sessions reach it, and a session may not list what the
 // machine does not. The unconfined twin reaches the world through it.
 func TestUnixSocketsThroughDaemon(t *testing.T) {
+	requireUnixHooks(t)
 	f := newFixture(t, "203.0.113.10")
 	target := netip.AddrPortFrom(world.DeniedV4, f.denied)
 	path := f.w.Relay(t, "unix", filepath.Join(f.dir, "relay.sock"), target)
@@ -126,5 +129,14 @@ func TestLoopbackSessionThroughDaemon(t *testing.T) {
 	}
 	if r := f.probe(t, []string{"--allowlist", file}, "tcp-self"); !r.OK {
 		t.Errorf("the session's own listener in session mode: %s", r)
+	}
+}
+
+// requireUnixHooks skips (fails under SLUICE_REQUIRE_KERNEL) on a kernel
+// without the cgroup connect_unix/sendmsg_unix hooks (before 6.7).
+func requireUnixHooks(t *testing.T) {
+	t.Helper()
+	if err := loader.ProbeUnix(); err != nil {
+		needs.Skip(t, "%v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -58,6 +60,7 @@ func randomName(prefix string) string {
 // reaches the world through it.
 func TestUnixSocketRelay(t *testing.T) {
 	w := newWorld(t)
+	requireUnixHooks(t)
 	p := w.ListenTCP(t, world.DeniedV4)
 	target := netip.AddrPortFrom(world.DeniedV4, p)
 	dir := sharedDir(t)
@@ -145,6 +148,7 @@ func TestUnixSocketRelay(t *testing.T) {
 // machine has none, the kernel answers ENOENT).
 func TestUnixSocketBuiltins(t *testing.T) {
 	w := newWorld(t)
+	requireUnixHooks(t)
 	dir := sharedDir(t)
 	agent := filepath.Join(dir, "agent.sock")
 	var ln net.Listener
@@ -239,4 +243,13 @@ func TestLoopbackSessionMode(t *testing.T) {
 			wantOK(t, r)
 		}
 	})
+}
+
+// requireUnixHooks skips (fails under SLUICE_REQUIRE_KERNEL) on a kernel
+// without the cgroup connect_unix/sendmsg_unix hooks (before 6.7).
+func requireUnixHooks(t *testing.T) {
+	t.Helper()
+	if err := loader.ProbeUnix(); err != nil {
+		needs.Skip(t, "%v", err)
+	}
 }
