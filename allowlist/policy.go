@@ -22,6 +22,7 @@ type Policy struct {
 	wild     map[string]int // wildcard domain -> index in items
 	prefixes []netip.Prefix // every KindPrefix target, in entry order
 	hidden   []string       // "hidden_paths", in file order
+	local    Local          // unix sockets and loopback (local.go), normalized
 }
 
 // grant is one request for an entry. owner "" means written without owner.
@@ -65,6 +66,7 @@ type builder struct {
 	items  []item
 	index  map[target]int
 	hidden []string
+	local  Local
 }
 
 func newBuilder() *builder { return &builder{index: make(map[target]int)} }
@@ -98,6 +100,7 @@ func (b *builder) addPolicy(p *Policy) {
 		}
 	}
 	b.addHidden(p.hidden)
+	b.local = b.local.merge(p.local)
 }
 
 func (b *builder) policy() *Policy {
@@ -106,6 +109,7 @@ func (b *builder) policy() *Policy {
 		exact:  make(map[string]int),
 		wild:   make(map[string]int),
 		hidden: b.hidden,
+		local:  b.local.normalize(),
 	}
 	for i, it := range b.items {
 		switch it.t.kind {
@@ -371,6 +375,7 @@ func (p *Policy) Without(owner string) (_ *Policy, kept []Entry) {
 		}
 	}
 	np := b.policy()
+	np.local = p.local
 	for _, t := range keptTargets {
 		kept = append(kept, np.items[b.index[t]].entry())
 	}

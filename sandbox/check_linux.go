@@ -33,7 +33,7 @@ func Check() []Layer {
 		proc.Fix = "Linux >= 6.12 (Landlock ABI 6)"
 	default:
 		proc.Level = Full
-		proc.Detail = fmt.Sprintf("Landlock ABI %d: ptrace, pidfd_getfd, process_vm_*, /proc/PID/mem, signals and abstract unix sockets reach only the session; /proc shows only it", abi)
+		proc.Detail = fmt.Sprintf("Landlock ABI %d: ptrace, pidfd_getfd, process_vm_*, /proc/PID/mem and signals reach only the session (and abstract unix sockets, where the datapath does not judge unix sockets); /proc shows only it", abi)
 	}
 	paths := Layer{Name: "path hiding"}
 	if hideErr != nil {
