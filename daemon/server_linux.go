@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -36,6 +37,7 @@ type Config struct {
 	SessionGroup  string   // members may create sessions (default "sluice", ignored if absent)
 	AdminGroup    string   // members may change the machine allowlist ("" = root only)
 	Version       string
+	Log           io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
 	DNS           enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
 	// Enforcer overrides the instance (tests); zero: SLUICE_INSTANCE or the default.
 	Enforcer enforcer.Config
@@ -301,6 +303,13 @@ func (s *Server) drainEvents() {
 	case <-s.flushed:
 	case <-time.After(time.Second):
 	case <-s.stop:
+	}
+}
+
+// logf writes a line to the daemon's log.
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		fmt.Fprintf(s.cfg.Log, "sluice daemon: "+format+"\n", args...)
 	}
 }
 

@@ -80,6 +80,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		SessionGroup:  pick(o.sessionGroup, fc.Group, "sluice"),
 		AdminGroup:    pick(o.adminGroup, fc.AdminGroup, ""),
 		Version:       version,
+		Log:           cmd.ErrOrStderr(),
 		Enforcer:      ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,
 			MaxIPsPerName: o.dnsMaxIPs},

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,6 +64,7 @@ type fixture struct {
 	allow    string
 	audit    string
 	daemon   *exec.Cmd
+	log      *lockedBuffer // the daemons' stdout and stderr, all of them
 	port     uint16   // TCP server on AllowedV4
 	denied   uint16   // TCP server on DeniedV4
 	extra    []string // more daemon flags
@@ -127,8 +129,11 @@ func (f *fixture) startDaemon(t *testing.T) {
 		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, f.extra...)
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
-	var errb bytes.Buffer
-	c.Stdout, c.Stderr = &errb, &errb
+	if f.log == nil {
+		f.log = &lockedBuffer{}
+	}
+	errb := f.log
+	c.Stdout, c.Stderr = errb, errb
 	if err := c.Start(); err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
@@ -268,3 +273,22 @@ func waitFile(t *testing.T, path string) []byte {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// lockedBuffer is a bytes.Buffer that a daemon's output copier and a test
+// may use at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
