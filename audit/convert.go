@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/dnsresolver"
@@ -66,10 +67,11 @@ func FromDNS(session string, ev dnsresolver.Event, comm string) Event {
 	return e
 }
 
-// inCgroup reports whether process pid is (still) in a cgroup named name.
-// The event is read after the fact: if the process has exited and its pid
-// was reused outside the session, /proc/<pid>/exe names another program,
-// which the audit log must not pin on the session.
+// inCgroup reports whether process pid is (still) in the session's cgroup
+// named name, or in a cgroup below it (a container's in the session). The
+// event is read after the fact: if the process has exited and its pid was
+// reused outside the session, /proc/<pid>/exe names another program, which
+// the audit log must not pin on the session.
 func inCgroup(pid uint32, name string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil || name == "" {
@@ -77,7 +79,7 @@ func inCgroup(pid uint32, name string) bool {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return path.Base(p) == name
+			return path.Base(p) == name || slices.Contains(strings.Split(p, "/"), name)
 		}
 	}
 	return false
