@@ -17,8 +17,21 @@ import (
 
 // FromKernel is the audit event of a datapath denial (or, in audit mode,
 // of what would have been one). learnedFrom names the host names an
-// address was learned from (nil: none).
+// address was learned from (nil: none). It reads /proc/<pid>/exe for Exe.
 func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
+	e := FromKernelBrief(session, ev)
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
+		e.Exe = exe
+	}
+	if ev.Addr.IsValid() && learnedFrom != nil {
+		e.Host = strings.Join(learnedFrom(ev.Addr), ",")
+	}
+	return e
+}
+
+// FromKernelBrief is FromKernel without Exe and Host, which cost a /proc
+// read and a lookup per denial: all that a line on the terminal needs.
+func FromKernelBrief(session string, ev loader.Event) Event {
 	uid := ev.UID
 	e := Event{
 		Type: EgressDenied, Session: session, PID: ev.PID, Comm: ev.Comm, UID: &uid,
@@ -27,14 +40,8 @@ func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []
 	if ev.Audit {
 		e.Type = EgressAudit
 	}
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
-		e.Exe = exe
-	}
 	if ev.Addr.IsValid() {
 		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
-		if learnedFrom != nil {
-			e.Host = strings.Join(learnedFrom(ev.Addr), ",")
-		}
 	} else {
 		e.Dst = ev.Destination()
 		if ev.Hook == loader.HookSockCreate {

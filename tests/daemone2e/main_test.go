@@ -65,10 +65,11 @@ type fixture struct {
 	allow    string
 	audit    string
 	daemon   *exec.Cmd
-	log      *lockedBuffer // the daemons' stdout and stderr, all of them
 	port     uint16   // TCP server on AllowedV4
 	denied   uint16   // TCP server on DeniedV4
 	extra    []string // more daemon flags
+	// log collects the output of every daemon the fixture started.
+	log *lockedBuffer
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
