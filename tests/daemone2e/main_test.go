@@ -70,6 +70,8 @@ type fixture struct {
 	extra    []string // more daemon flags
 	// log collects the output of every daemon the fixture started.
 	log *lockedBuffer
+	// inherit are descriptors the next daemon inherits (from fd 3 on).
+	inherit []*os.File
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
@@ -131,6 +133,7 @@ func (f *fixture) startDaemon(t *testing.T) {
 		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, f.extra...)
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
+	c.ExtraFiles = f.inherit
 	if f.log == nil {
 		f.log = &lockedBuffer{}
 	}
