@@ -23,7 +23,7 @@ func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []
 	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
 		e.Exe = exe
 	}
-	if ev.Addr.IsValid() && learnedFrom != nil {
+	if !ev.IsUnix() && ev.Addr.IsValid() && learnedFrom != nil {
 		e.Host = strings.Join(learnedFrom(ev.Addr), ",")
 	}
 	return e
@@ -40,7 +40,9 @@ func FromKernelBrief(session string, ev loader.Event) Event {
 	if ev.Audit {
 		e.Type = EgressAudit
 	}
-	if ev.Addr.IsValid() {
+	if ev.IsUnix() {
+		e.Dst, e.Proto = ev.Destination(), "unix"
+	} else if ev.Addr.IsValid() {
 		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
 	} else {
 		e.Dst = ev.Destination()

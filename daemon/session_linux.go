@@ -272,7 +272,8 @@ func (s *Server) adopt(r record) error {
 	}
 	policy := intersect(ss.requested, s.machine.Load())
 	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent, Port: r.ProxyPort}, SharedEvents: true}, r.DNSPort4, r.DNSPort6)
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent, Port: r.ProxyPort}, SharedEvents: true,
+		UnixSockets: []string{s.cfg.SocketPath}}, r.DNSPort4, r.DNSPort6)
 	if err != nil {
 		return err
 	}
