@@ -17,11 +17,13 @@ import (
 // daemon serves an adopted session's allowlist proxy again on the port the
 // command's HTTPS_PROXY names, with the session's policy: an allowed host
 // through it works, a name off the allowlist gets 403 and is never looked
-// up.
+// up, and the port is the session's own again: another session may not
+// use it.
 func TestAdoptedSessionKeepsItsProxy(t *testing.T) {
 	f := newFixture(t, "allowed.test")
 	probe, d := world.BuildProbe(t), f.dir
 	script := fmt.Sprintf(`
+echo "$HTTPS_PROXY" > %[3]s/env.tmp; mv %[3]s/env.tmp %[3]s/env
 %[1]s proxy-connect allowed.test %[2]d > %[3]s/1.tmp; mv %[3]s/1.tmp %[3]s/1
 while [ ! -e %[3]s/go ]; do sleep 0.05; done
 %[1]s proxy-connect allowed.test %[2]d > %[3]s/2.tmp; mv %[3]s/2.tmp %[3]s/2
@@ -49,6 +51,11 @@ while [ ! -e %[3]s/go ]; do sleep 0.05; done
 	}
 	if f.dns.Saw("allowed2.test") {
 		t.Error("the adopted session's proxy forwarded a name off the allowlist")
+	}
+	other := fmt.Sprintf("HTTPS_PROXY=%s exec %s proxy-connect allowed.test %d", strings.TrimSpace(string(waitFile(t, d+"/env"))), probe, f.port)
+	out, stderr, _ := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", other)
+	if r, _ := world.ParseProbeResult([]byte(out)); r.OK || r.Errno != "EPERM" || !strings.Contains(stderr, "another session's sluice proxy") {
+		t.Fatalf("another session used the adopted session's proxy: %s\n%s", out, stderr)
 	}
 	f.waitAudit(t, "proxy_refused", func(e map[string]any) bool { return e["host"] == "allowed2.test" })
 	f.waitAudit(t, "session_ended", nil)
