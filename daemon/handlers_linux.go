@@ -213,6 +213,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.s = es
 	ss.info.Name = es.Name()
+	ss.proxyPort = es.ProxyAddr().Port()
 	// The session's file system is built from the caller's view (its
 	// mount namespace, through the pidfd taken at connect, which pid reuse
 	// cannot redirect), not from the daemon's, which under systemd is the
