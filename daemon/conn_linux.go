@@ -165,6 +165,11 @@ func peerPidfd(fd, pid int) int {
 func (c *conn) Read(b []byte) (int, error) {
 	oob := make([]byte, unix.CmsgSpace(4*8))
 	n, oobn, _, _, err := c.ReadMsgUnix(b, oob)
+	if n < 0 {
+		// recvmsg's -1 after a deadline or a close: an io.Reader never
+		// returns a negative count (bufio panics on one).
+		n = 0
+	}
 	if oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 			for _, m := range msgs {

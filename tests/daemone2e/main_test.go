@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,9 +64,10 @@ type fixture struct {
 	allow    string
 	audit    string
 	daemon   *exec.Cmd
-	port     uint16   // TCP server on AllowedV4
-	denied   uint16   // TCP server on DeniedV4
-	extra    []string // more daemon flags
+	log      *syncBuffer // the daemons' stdout and stderr, every start
+	port     uint16      // TCP server on AllowedV4
+	denied   uint16      // TCP server on DeniedV4
+	extra    []string    // more daemon flags
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
@@ -77,7 +79,7 @@ func newFixtureFlags(t *testing.T, flags []string, allowed ...string) *fixture {
 	w := world.New(t)
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), extra: flags}
+	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), extra: flags, log: &syncBuffer{}}
 	_ = os.Chmod(filepath.Dir(f.dir), 0o755)
 	_ = os.Chmod(f.dir, 0o777)
 	f.sock = filepath.Join(f.dir, "sluice.sock")
@@ -127,8 +129,7 @@ func (f *fixture) startDaemon(t *testing.T) {
 		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, f.extra...)
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
-	var errb bytes.Buffer
-	c.Stdout, c.Stderr = &errb, &errb
+	c.Stdout, c.Stderr = f.log, f.log
 	if err := c.Start(); err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
@@ -140,7 +141,7 @@ func (f *fixture) startDaemon(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("daemon did not answer on %s: %s", f.sock, errb.String())
+	t.Fatalf("daemon did not answer on %s: %s", f.sock, f.log.String())
 }
 
 // stopDaemon kills the daemon (the nsenter wrapper execs it, so the pid is
@@ -151,6 +152,26 @@ func (f *fixture) stopDaemon(t *testing.T) {
 	}
 	_ = f.daemon.Process.Signal(syscall.SIGKILL)
 	_ = f.daemon.Wait()
+	f.daemon = nil
+}
+
+// stopDaemonGracefully stops the daemon with SIGTERM, as systemd does, and
+// waits (bounded) for it to exit.
+func (f *fixture) stopDaemonGracefully(t *testing.T) {
+	t.Helper()
+	if f.daemon == nil {
+		return
+	}
+	_ = f.daemon.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- f.daemon.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = f.daemon.Process.Signal(syscall.SIGKILL)
+		<-done
+		t.Errorf("the daemon did not exit within 15 s of SIGTERM")
+	}
 	f.daemon = nil
 }
 
@@ -268,3 +289,21 @@ func waitFile(t *testing.T, path string) []byte {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// syncBuffer collects a daemon's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
