@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +34,40 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/allowlist/remove", s.handleDeny)
 	mux.HandleFunc("POST /v1/allowlist/revoke", s.handleRevoke)
 	return mux
+}
+
+// guardFDs refuses a request that came with descriptors anywhere but
+// where they belong (POST /v1/sessions, which checks its own): they are
+// closed already (conn.Read) or now, and the connection is closed after
+// the answer, so nothing a caller sends can pile up in the daemon.
+func (s *Server) guardFDs(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, err := connFrom(r.Context()); err == nil && (r.Method != http.MethodPost || r.URL.Path != "/v1/sessions") {
+			if n := c.dropFDs(); n > 0 {
+				w.Header().Set("Connection", "close")
+				writeErr(w, fail(http.StatusBadRequest, "descriptors are accepted only with POST /v1/sessions, sent with the first bytes of its connection (got %s)", fdCount(n)))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fdCount words a number of descriptors received; conn.Read knows no
+// more than that there were more than maxFDs.
+func fdCount(n int) string {
+	if n > maxFDs {
+		return fmt.Sprintf("more than %d descriptors", maxFDs)
+	}
+	return fmt.Sprintf("%d descriptors", n)
+}
+
+// streamForever lifts the read deadline of a request whose answer is a
+// stream (ReadTimeout bounds reading the request; net/http keeps reading
+// the connection in the background to see the client go, and that read
+// must not end the stream).
+func streamForever(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }
 
 // httpError is an API error with its status.
@@ -71,6 +106,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return fail(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", maxBody)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fail(http.StatusRequestTimeout, "the request did not arrive within %v", readTimeout)
 		}
 		return fail(http.StatusBadRequest, "malformed request: %v", err)
 	}
@@ -111,7 +150,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	// so they are closed whatever happens.
 	var req CreateRequest
 	derr := decode(w, r, &req)
-	fds := c.takeFDs()
+	fds, refused := c.takeFDs()
+	if refused > 0 {
+		// Late, or more than three: conn.Read closed them on arrival.
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		fds = nil
+		w.Header().Set("Connection", "close")
+		if derr == nil {
+			derr = fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request, with the first bytes of its connection (got %s)", fdCount(refused))
+		}
+	}
 	files := make([]*os.File, len(fds))
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), fmt.Sprintf("client-fd-%d", i))
@@ -135,6 +185,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		f.Close()
 	}
 	files = nil
+	streamForever(w)
 	s.stream(w, r, ss)
 }
 
@@ -420,6 +471,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return ss != nil && s.owns(p, ss) && inScope(ss)
 	})
 	defer s.hub.unsubscribe(ch)
+	streamForever(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
