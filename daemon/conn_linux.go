@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 // peer is who is on the other end of an API connection: SO_PEERCRED,
@@ -291,7 +293,7 @@ func connFrom(ctx context.Context) (*conn, error) {
 // closes it, without reading its request: the caller sees why, and the
 // daemon holds nothing for it.
 func refuseConn(c *net.UnixConn, why error) {
-	body, _ := json.Marshal(ErrorResponse{Error: why.Error()})
+	body, _ := json.Marshal(api.ErrorResponse{Error: why.Error()})
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n", len(body)+1, body)
 	c.Close()

@@ -193,13 +193,40 @@ func (s *Session) ID() uint64 { return s.cg.ID() }
 // Path is the session's cgroup directory.
 func (s *Session) Path() string { return s.cg.Path() }
 
-// Start verifies that the datapath is in force on the session's cgroup and
-// only then spawns cmd into it, as the user in spawn.
-func (s *Session) Start(cmd *exec.Cmd, spawn cgroups.SpawnOptions) error {
-	if err := s.e.dp.Verify(s.cg.Path()); err != nil {
+// Start builds the command spec describes (command.go) and spawns it into
+// the session as spec.User, after verifying that the datapath is in force
+// on the session's cgroup. It is the one way a session's command starts,
+// for the embedded enforcer and the daemon alike. As with exec.Cmd.Start,
+// the caller must Wait for the returned command.
+func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find sluice's own binary: %w", err)
+	}
+	return startCommand(sessionSpawner{s}, spec, self, s.Name(), s.ProxyEnv())
+}
+
+// Spawn verifies that the datapath is in force on the session's cgroup and
+// spawns cmd into it as it is, as user: without the shim, the session's
+// variables or anything else Start adds. It is the primitive under Start,
+// exported for benchmarks that time the datapath alone; commands that
+// users run start through Start.
+func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
+	p := sessionSpawner{s}
+	if err := p.Verify(); err != nil {
 		return fmt.Errorf("refusing to start the command: %w", err)
 	}
-	return s.cg.Start(cmd, spawn)
+	return p.Spawn(cmd, user)
+}
+
+// sessionSpawner is the real spawner: the pinned datapath and the
+// session's cgroup.
+type sessionSpawner struct{ s *Session }
+
+func (p sessionSpawner) Verify() error { return p.s.e.dp.Verify(p.s.cg.Path()) }
+
+func (p sessionSpawner) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
+	return p.s.cg.Start(cmd, user)
 }
 
 // ErrBadEvent marks a ring buffer record that could not be decoded; the

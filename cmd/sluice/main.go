@@ -1,5 +1,11 @@
 // Command sluice confines AI agents and the processes they start to
 // loopback and the hosts their user allowed, enforced in the kernel.
+//
+// It holds the cobra commands and nothing else. `sluice run` uses
+// package enforcer in-process (embedded mode) or package api to reach a
+// daemon; audit lines go through package audit either way. The daemon's
+// server (package daemon) is reached only from `sluice daemon`
+// (daemon_linux.go), a rule imports_test.go holds.
 package main
 
 import (
@@ -51,7 +57,7 @@ program that ignores HTTP_PROXY cannot get around it.`,
 	}
 	root.PersistentFlags().StringVar(&socketFlag, "socket", "", "the daemon's API socket (default $SLUICE_SOCKET or /run/sluice/sluice.sock)")
 	root.AddCommand(newRunCmd(), newDaemonCmd(), newCheckCmd(), newCleanupCmd(), newStatusCmd(), newSessionsCmd(),
-		newEventsCmd(), newAllowCmd(), newDenyCmd(), newRevokeCmd(), newSuggestCmd(), newLearnCmd(), newVersionCmd(), newConfineCmd(), newFamiliesCmd())
+		newEventsCmd(), newAllowCmd(), newDenyCmd(), newRevokeCmd(), newSuggestCmd(), newLearnCmd(), newVersionCmd(), newConfineCmd(), newFamiliesCmd(), newManpagesCmd())
 	return root
 }
 

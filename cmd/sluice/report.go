@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
@@ -38,7 +38,13 @@ func newReporter(w io.Writer) *reporter {
 }
 
 // Report accounts for one event and prints it unless rate-limited.
+// A denial the program falls back from by itself (loader.Event.FallsBack:
+// an MPTCP socket, which Go servers try first) is left to the audit log:
+// neither a line nor a count in the summary, which ask the user to act.
 func (r *reporter) Report(e loader.Event) {
+	if e.FallsBack() {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e.Audit {
@@ -80,31 +86,41 @@ func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
 }
 
 // ReportDaemon accounts for an event streamed by the daemon.
-func (r *reporter) ReportDaemon(e daemon.Event) {
+func (r *reporter) ReportDaemon(e audit.Event) {
+	if daemonFallsBack(e) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e.Type {
-	case daemon.EventEgressDenied:
+	case audit.EgressDenied:
 		r.denied++
 		r.dests[e.Dst+":"+fmt.Sprint(e.Port)] = true
-	case daemon.EventEgressAudit:
+	case audit.EgressAudit:
 		r.audited++
 		r.auditDests[e.Dst+":"+fmt.Sprint(e.Port)] = true
-	case daemon.EventDNSRefused:
+	case audit.DNSRefused:
 		r.dnsRefused++
-	case daemon.EventProxyRefused:
+	case audit.ProxyRefused:
 		r.denied++
 		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
-	case daemon.EventSessionStarted, daemon.EventSessionEnded:
+	case audit.SessionStarted, audit.SessionEnded:
 		return
 	}
 	r.suggest.addEvent(e)
 	r.print(func() string {
-		if e.Comm != "" && (e.Type == daemon.EventDNSRefused || e.Type == daemon.EventDNSAudit) {
+		if e.Comm != "" && (e.Type == audit.DNSRefused || e.Type == audit.DNSAudit) {
 			return e.Message + " (asked by " + e.Comm + ")"
 		}
 		return e.Message
 	})
+}
+
+// daemonFallsBack is loader.Event.FallsBack for an event the daemon
+// converted: a refused socket whose protocol is MPTCP.
+func daemonFallsBack(e audit.Event) bool {
+	return (e.Type == audit.EgressDenied || e.Type == audit.EgressAudit) &&
+		e.Reason == loader.ReasonSocketType.String() && e.Proto == "mptcp"
 }
 
 // ReportProxy accounts for an event of the session's proxy.

@@ -12,12 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 )
 
 // runViaDaemon runs the command in a session of the running daemon, which
 // spawns it with this process's stdin, stdout and stderr.
-func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
+func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
 	stderr := cmd.ErrOrStderr()
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -26,7 +27,7 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 	if len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") {
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
-	req := daemon.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ(), NoProxyEnv: o.noProxyEnv}
+	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ(), NoProxyEnv: o.noProxyEnv}
 	// --allow entries as strings; the file as it is, so allow_private and
 	// owners survive (the daemon parses it, and policy already did here).
 	_ = policy
@@ -53,11 +54,11 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		}
 	}
 
-	audit, err := openRunAudit(o.auditLog)
+	alog, err := openRunAudit(o.auditLog)
 	if err != nil {
 		return &exitError{code: exitSluiceError, err: err}
 	}
-	defer audit.close()
+	defer alog.close()
 	rep := newReporter(stderr)
 	// The suggestion builds on what the session was given: the entries
 	// asked for, or without any, the machine allowlist it got.
@@ -77,27 +78,27 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		}
 	}()
 	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
-		func(s daemon.SessionInfo) {
+		func(s api.SessionInfo) {
 			name.Store(s.Name)
 			if !askedFor {
 				if p, err := allowlist.FromStrings(s.Policy); err == nil {
 					base = p
 				}
 			}
-			audit.session = s.Name
-			audit.started(s.PID, s.UID, path, s.Policy, argv[0])
+			alog.session = s.Name
+			alog.started(s.PID, s.UID, path, s.Policy, argv[0])
 		},
-		func(e daemon.Event) {
+		func(e audit.Event) {
 			rep.ReportDaemon(e)
-			audit.write(e)
+			alog.write(e)
 		})
 	if err != nil {
 		return &exitError{code: exitSluiceError, err: err}
 	}
 	if code == 0 {
-		audit.ended(nil)
+		alog.ended(nil)
 	} else {
-		audit.ended(&exitError{code: code})
+		alog.ended(&exitError{code: code})
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)

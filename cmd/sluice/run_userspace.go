@@ -36,10 +36,17 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	// No cgroup names this session: the mode and sluice's pid do.
 	audit.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
 	rep := newReporter(stderr)
-	p, err := proxy.New(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
+	res, err := userspaceResolver(o, policy, rep, audit)
+	if err != nil {
+		return fail(err)
+	}
+	if res != nil {
+		defer res.Close()
+	}
+	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
 		rep.ReportProxy(ev)
 		audit.proxyEvent(ev)
-	}})
+	}}, res))
 	if err != nil {
 		return fail(err)
 	}
@@ -73,9 +80,9 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		fmt.Fprintln(stderr, "sluice: note: --no-proxy-env: the command can reach only loopback")
 	}
 	started := false
-	err = supervise(c, func() error {
+	err = supervise(func() (*exec.Cmd, error) {
 		if err := c.Start(); err != nil {
-			return &exitError{code: exitCannotExec, err: err}
+			return nil, &exitError{code: exitCannotExec, err: err}
 		}
 		started = true
 		var entries []string
@@ -83,7 +90,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 			entries = append(entries, en.String())
 		}
 		audit.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
-		return nil
+		return c, nil
 	})
 	if started {
 		audit.ended(err)

@@ -12,23 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// supervise starts c with start (c.Start when nil), forwards signals to
-// it (not ^C and ^\ from a terminal, which already reached its process
-// group) and returns its exit status as an *exitError (nil for 0), or
-// start's error. Signals that arrive while it starts are queued, not lost.
-func supervise(c *exec.Cmd, start func() error) error {
+// supervise starts the command with start, forwards signals to it (not ^C
+// and ^\ from a terminal, which already reached its process group) and
+// returns its exit status as an *exitError (nil for 0), or start's error.
+// Signals that arrive while it starts are queued, not lost.
+func supervise(start func() (*exec.Cmd, error)) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	defer signal.Stop(sigs)
-	if start == nil {
-		start = func() error {
-			if err := c.Start(); err != nil {
-				return &exitError{code: exitCannotExec, err: err}
-			}
-			return nil
-		}
-	}
-	if err := start(); err != nil {
+	c, err := start()
+	if err != nil {
 		return err
 	}
 	tty := isTerminal(os.Stdin)
@@ -46,7 +39,7 @@ func supervise(c *exec.Cmd, start func() error) error {
 			}
 		}
 	}()
-	err := c.Wait()
+	err = c.Wait()
 	close(done)
 	return exitStatus(err)
 }

@@ -5,15 +5,14 @@ import (
 	"os/exec"
 )
 
-// supervise starts c and returns its exit status as an *exitError.
-func supervise(c *exec.Cmd, start func() error) error {
-	if start == nil {
-		start = c.Start
+// supervise starts the command with start and returns its exit status as
+// an *exitError, or start's error.
+func supervise(start func() (*exec.Cmd, error)) error {
+	c, err := start()
+	if err != nil {
+		return err
 	}
-	if err := start(); err != nil {
-		return &exitError{code: exitCannotExec, err: err}
-	}
-	err := c.Wait()
+	err = c.Wait()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return &exitError{code: ee.ExitCode()}

@@ -1,3 +1,5 @@
+//go:build sluice_wfp
+
 package wfp
 
 import (

@@ -1,4 +1,4 @@
-//go:build !windows || !(amd64 || arm64)
+//go:build sluice_wfp && (!windows || !(amd64 || arm64))
 
 package wfp
 

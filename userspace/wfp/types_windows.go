@@ -1,4 +1,4 @@
-//go:build amd64 || arm64
+//go:build sluice_wfp && (amd64 || arm64)
 
 package wfp
 
