@@ -89,6 +89,8 @@ func newFixtureFlags(t *testing.T, flags []string, allowed ...string) *fixture {
 	f.dns = w.ServeDNS(t, dnsAddr, world.Zone(map[string][]string{
 		"allowed.test.":  {"A 203.0.113.10"},
 		"allowed2.test.": {"A 203.0.113.10"},
+		"many.test.": {"A 203.0.113.31", "A 203.0.113.32", "A 203.0.113.33", "A 203.0.113.34", "A 203.0.113.35",
+			"A 203.0.113.36", "A 203.0.113.37", "A 203.0.113.38", "A 203.0.113.39", "A 203.0.113.40"},
 	}))
 	f.port = w.ListenTCP(t, world.AllowedV4)
 	f.denied = w.ListenTCP(t, world.DeniedV4)
