@@ -243,6 +243,10 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err := sameWorld(p); err != nil {
 		return nil, err
 	}
+	// In the daemon's world now, what path names can be looked at.
+	if err := checkCommand(spawn, req.Dir, path); err != nil {
+		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)
+	}
 
 	ss := &session{srv: s, limit: audit.NewLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan audit.Event, 64), started: make(chan struct{}),
 		info: api.SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
