@@ -63,14 +63,6 @@ func fdCount(n int) string {
 	return fmt.Sprintf("%d descriptors", n)
 }
 
-// streamForever lifts the read deadline of a request whose answer is a
-// stream (ReadTimeout bounds reading the request; net/http keeps reading
-// the connection in the background to see the client go, and that read
-// must not end the stream).
-func streamForever(w http.ResponseWriter) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -170,7 +162,6 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		f.Close()
 	}
 	files = nil
-	streamForever(w)
 	s.stream(w, r, ss)
 }
 
@@ -459,7 +450,6 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return ss != nil && who.sees(ss.ref(), s.lookupRef)
 	})
 	defer s.hub.unsubscribe(ch)
-	streamForever(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)

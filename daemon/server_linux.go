@@ -172,8 +172,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		Handler: s.guardFDs(s.routes()),
 		// Every wait on a caller is bounded: the headers, the whole
 		// request, and the pause between two requests on a keep-alive
-		// connection. Streams (a session's, the events) lift the read
-		// deadline once their request is read (streamForever).
+		// connection. An answer is not: once a request is read, net/http
+		// lifts the read deadline for its background read, so streams (a
+		// session's, the events) run as long as they run.
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,

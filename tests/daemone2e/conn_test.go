@@ -5,10 +5,12 @@ package daemone2e
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +88,37 @@ func TestSilentClientsLeaveNoPanic(t *testing.T) {
 	f.assertNoPanic(t)
 	if _, err := os.Stat(f.sock); err == nil {
 		t.Errorf("the socket %s outlived the daemon", f.sock)
+	}
+}
+
+// TestStreamsOutliveTheRequestTimeout: the daemon bounds how long reading a
+// request may take (20 s), but not its answer: a session's stream and an
+// events stream go on past that, and the session's exit status arrives.
+func TestStreamsOutliveTheRequestTimeout(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	marker := filepath.Join(f.dir, "late")
+	events := make(chan string, 1)
+	go func() {
+		out, _, _ := f.sluice(t, 0, 0, "events", "--follow", "--json")
+		events <- out
+	}()
+	start := time.Now()
+	script := fmt.Sprintf("sleep 24; touch %s; exit 3", marker)
+	_, stderr, code := f.sluice(t, 65534, 65534, "run", "--", "sh", "-c", script)
+	if code != 3 {
+		t.Fatalf("a 24 s session through the daemon: exit %d after %v, want its command's 3: %s", code, time.Since(start).Round(time.Second), stderr)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the command did not run to its end: %v", err)
+	}
+	f.waitAudit(t, "session_ended", nil)
+	f.stopDaemonGracefully(t)
+	select {
+	case out := <-events:
+		if !strings.Contains(out, `"session_ended"`) {
+			t.Errorf("the events stream, followed for 24 s, missed the session's end:\n%s", out)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("the events stream did not end with the daemon")
 	}
 }
