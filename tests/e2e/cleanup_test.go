@@ -52,6 +52,7 @@ func inOwnMounts(t *testing.T, inst, script string, args ...string) (string, int
 // but there is no cgroup2 it removes them; a removal that fails is still
 // a failure (non-zero, naming what it could not remove).
 func TestCleanupWithNothingToCleanSucceeds(t *testing.T) {
+	requireRoot(t)
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	inst := "sluice-e2e-clean-" + hex.EncodeToString(rnd[:])
@@ -100,6 +101,7 @@ func TestCleanupWithNothingToCleanSucceeds(t *testing.T) {
 // cgroup2), it reports that, and its own cleanup does not add a false
 // "'sluice cleanup' failed" (cleanup found nothing to clean).
 func TestDemoWithoutCgroup2EndsCleanly(t *testing.T) {
+	requireRoot(t)
 	_, file, _, _ := runtime.Caller(0)
 	demo := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "demo.sh")
 	out, code := inOwnMounts(t, "sluice-demo", noCgroup2+`exec "$1" "$SLUICE"`, demo)
