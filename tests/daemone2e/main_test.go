@@ -65,10 +65,13 @@ type fixture struct {
 	allow    string
 	audit    string
 	daemon   *exec.Cmd
-	log      *syncBuffer // the daemons' stdout and stderr, every start
-	port     uint16      // TCP server on AllowedV4
-	denied   uint16      // TCP server on DeniedV4
-	extra    []string    // more daemon flags
+	port     uint16   // TCP server on AllowedV4
+	denied   uint16   // TCP server on DeniedV4
+	extra    []string // more daemon flags
+	// log collects the output of every daemon the fixture started.
+	log *lockedBuffer
+	// inherit are descriptors the next daemon inherits (from fd 3 on).
+	inherit []*os.File
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
@@ -80,7 +83,7 @@ func newFixtureFlags(t *testing.T, flags []string, allowed ...string) *fixture {
 	w := world.New(t)
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), extra: flags, log: &syncBuffer{}}
+	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), extra: flags}
 	_ = os.Chmod(filepath.Dir(f.dir), 0o755)
 	_ = os.Chmod(f.dir, 0o777)
 	f.sock = filepath.Join(f.dir, "sluice.sock")
@@ -132,7 +135,12 @@ func (f *fixture) startDaemon(t *testing.T) {
 		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, f.extra...)
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
-	c.Stdout, c.Stderr = f.log, f.log
+	c.ExtraFiles = f.inherit
+	if f.log == nil {
+		f.log = &lockedBuffer{}
+	}
+	errb := f.log
+	c.Stdout, c.Stderr = errb, errb
 	if err := c.Start(); err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
@@ -293,20 +301,21 @@ func waitFile(t *testing.T, path string) []byte {
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
 
-// syncBuffer collects a daemon's output while tests read it.
-type syncBuffer struct {
+// lockedBuffer is a bytes.Buffer that a daemon's output copier and a test
+// may use at once.
+type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
