@@ -288,9 +288,9 @@ func TestHelperSockopts(t *testing.T) {
 }
 
 // TestSetsockoptPassesOptions: the setsockopt hook hands options it does
-// not judge to the kernel in the caller's own buffer (optlen = 0): a value
-// set is the value read back, and an option longer than a page gets the
-// same answer as outside the session.
+// not judge to the kernel unchanged: a value set is the value read back,
+// and an option longer than a page (of which the program sees only the
+// first page) gets the same answer as outside the session.
 func TestSetsockoptPassesOptions(t *testing.T) {
 	f := newFixture(t)
 	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
