@@ -173,6 +173,9 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err != nil {
 		return nil, err
 	}
+	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
+		return nil, err
+	}
 	// Descriptors last: a request that is wrong anyway says so first.
 	if len(files) != 3 {
 		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
