@@ -119,8 +119,9 @@ var unixEventSize = binary.Size(sluiceUnixEvent{})
 // sizeof(*v) bytes. The datapath writes records in the host's byte order
 // and the generated types have C's layout (structs.HostLayout, explicit
 // padding), so the bytes are copied as they are: a copy, not reflection
-// (binary.Decode took 20x longer: 550 against 27 ns), since the daemon parses every denial
-// of every session. Only little-endian hosts build this package (bpfel).
+// (binary.Decode took 20x longer, 550 against 27 ns), since the daemon
+// parses every denial of every session. Only little-endian hosts build
+// this package (bpfel).
 func decodeRecord[T any](b []byte, v *T) {
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v)), b)
 }
