@@ -203,6 +203,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.s = es
 	ss.info.Name = es.Name()
+	ss.proxyPort = es.ProxyAddr().Port()
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn}
 	s.mu.Lock()

@@ -117,6 +117,7 @@ type Session struct {
 	resolver  *dnsresolver.Resolver
 	proxy     *proxy.Proxy
 	proxyAddr netip.AddrPort
+	proxyErr  error // Adopt: why the proxy could not be restarted
 	adopted   bool
 	closed    bool
 	// registered: the session's entry is in the datapath (SetSession

@@ -89,7 +89,7 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 			alog.started(s.PID, s.UID, path, s.Policy, argv[0])
 		},
 		func(e audit.Event) {
-			rep.ReportDaemon(e)
+			rep.Report(e, nil)
 			alog.write(e)
 		})
 	if err != nil {

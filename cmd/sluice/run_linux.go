@@ -19,7 +19,6 @@ import (
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/userspace/landlock"
-	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // runConfined is the embedded enforcer: it sets up a session, runs the
@@ -101,19 +100,11 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	}
 	dns := &enforcer.DNSOptions{
 		Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs,
-		OnEvent: func(ev dnsresolver.Event) {
-			rep.ReportDNS(ev, func() string { return owner(ev) })
-			if alog.on() {
-				alog.write(audit.FromDNS("", ev, owner(ev)))
-			}
-		},
+		OnEvent: onDNSEvent(rep, alog, owner),
 	}
 	var prox *enforcer.ProxyOptions
 	if !o.noProxyEnv {
-		prox = &enforcer.ProxyOptions{OnEvent: func(ev proxy.Event) {
-			rep.ReportProxy(ev)
-			alog.proxyEvent(ev)
-		}}
+		prox = &enforcer.ProxyOptions{OnEvent: onProxyEvent(rep, alog)}
 	}
 	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox,
 		UnixSockets: []string{api.SocketPath(socketFlag)}})
@@ -139,7 +130,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			if err != nil {
 				return // flushed and drained, or closed
 			}
-			rep.Report(ev)
+			rep.Report(audit.FromKernelBrief(s.Name(), ev), nil)
 			if alog.on() {
 				var learnedFrom func(netip.Addr) []string
 				if r := s.Resolver(); r != nil {

@@ -43,10 +43,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if res != nil {
 		defer res.Close()
 	}
-	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
-		rep.ReportProxy(ev)
-		audit.proxyEvent(ev)
-	}}, res))
+	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: onProxyEvent(rep, audit)}, res))
 	if err != nil {
 		return fail(err)
 	}

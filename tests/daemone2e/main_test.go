@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,6 +68,10 @@ type fixture struct {
 	port     uint16   // TCP server on AllowedV4
 	denied   uint16   // TCP server on DeniedV4
 	extra    []string // more daemon flags
+	// log collects the output of every daemon the fixture started.
+	log *lockedBuffer
+	// inherit are descriptors the next daemon inherits (from fd 3 on).
+	inherit []*os.File
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
@@ -128,8 +133,12 @@ func (f *fixture) startDaemon(t *testing.T) {
 		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, f.extra...)
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
-	var errb bytes.Buffer
-	c.Stdout, c.Stderr = &errb, &errb
+	c.ExtraFiles = f.inherit
+	if f.log == nil {
+		f.log = &lockedBuffer{}
+	}
+	errb := f.log
+	c.Stdout, c.Stderr = errb, errb
 	if err := c.Start(); err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
@@ -269,3 +278,22 @@ func waitFile(t *testing.T, path string) []byte {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// lockedBuffer is a bytes.Buffer that a daemon's output copier and a test
+// may use at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
