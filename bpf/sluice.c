@@ -150,6 +150,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dns_origins SEC(".maps");
 
+/* Set by the loader before loading: whether this kernel lets sock_create
+ * programs call bpf_set_retval (Linux 5.18+). A constant to the verifier, so
+ * on older kernels it prunes the call and the datapath still loads; a
+ * refused MPTCP socket then gets EPERM like any other. */
+volatile const __u8 have_set_retval = 0;
+
 /* Force the event type and the enums of sluice.h into BTF for bpf2go -type
  * (they are otherwise only reached through ring buffer pointers, or as
  * constants), so that the Go side is generated from these definitions. */
@@ -542,7 +548,7 @@ int sluice_sock_create(struct bpf_sock *sk)
 		.arg2 = proto,
 	};
 	int verdict = refuse(&v, bpf_map_lookup_elem(&sessions, &v.cgroup));
-	if (!verdict && proto == IPPROTO_MPTCP)
+	if (!verdict && proto == IPPROTO_MPTCP && have_set_retval)
 		bpf_set_retval(-EPROTONOSUPPORT);
 	return verdict;
 }
