@@ -521,7 +521,8 @@ int sluice_getpeername6(struct bpf_sock_addr *ctx)
  * kernel opens to peer-announced addresses), UDP-Lite and raw sockets are
  * refused at creation.
  *
- * An MPTCP socket is refused with EPROTONOSUPPORT rather than EPERM: "this
+ * An MPTCP socket is refused with EPROTONOSUPPORT rather than EPERM (where
+ * the kernel lets this program set the error: have_set_retval): "this
  * protocol is not available here" is the truth for the session, and it is
  * the answer on which programs that try MPTCP first fall back to TCP and stop
  * trying (Go >= 1.24 listeners probe MPTCP once per process and, on EPERM,
