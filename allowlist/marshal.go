@@ -23,12 +23,14 @@ func (p *Policy) Format() []byte {
 
 func (p *Policy) encode(pretty bool) []byte {
 	var b bytes.Buffer
-	sep, open, end, comma, colon := ",", `{"allowed_hosts":[`, "]}", ",", ":"
+	sep, open, closeList, closeObj, comma, colon := ",", `{"allowed_hosts":[`, "]", "}", ",", ":"
+	hiddenKey := `,"hidden_paths":[`
 	if pretty {
-		sep, open, end, comma, colon = ",\n    ", "{\n  \"allowed_hosts\": [\n    ", "\n  ]\n}\n", ", ", ": "
+		sep, open, closeList, closeObj, comma, colon = ",\n    ", "{\n  \"allowed_hosts\": [\n    ", "\n  ]", "\n}\n", ", ", ": "
 		if p.Len() == 0 {
-			open, end = "{\n  \"allowed_hosts\": [", "]\n}\n"
+			open, closeList = "{\n  \"allowed_hosts\": [", "]"
 		}
+		hiddenKey = ",\n  \"hidden_paths\": ["
 	}
 	b.WriteString(open)
 	first := true
@@ -41,7 +43,21 @@ func (p *Policy) encode(pretty bool) []byte {
 			encodeGrant(&b, it.t, g, comma, colon)
 		}
 	}
-	b.WriteString(end)
+	b.WriteString(closeList)
+	if p != nil && !p.local.IsDefault() {
+		encodeLocal(&b, p.local, pretty)
+	}
+	if p != nil && len(p.hidden) > 0 {
+		b.WriteString(hiddenKey)
+		for i, h := range p.hidden {
+			if i > 0 {
+				b.WriteString(comma)
+			}
+			writeString(&b, h)
+		}
+		b.WriteString("]")
+	}
+	b.WriteString(closeObj)
 	return b.Bytes()
 }
 
@@ -73,4 +89,31 @@ func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
 func writeString(b *bytes.Buffer, s string) {
 	q, _ := json.Marshal(s) // a string always marshals
 	b.Write(q)
+}
+
+// encodeLocal writes the non-default Local keys after allowed_hosts.
+func encodeLocal(b *bytes.Buffer, l Local, pretty bool) {
+	sep, colon := ",", ":"
+	if pretty {
+		sep, colon = ",\n  ", ": "
+	}
+	if len(l.UnixSockets) > 0 {
+		b.WriteString(sep + `"unix_sockets"` + colon + "[")
+		for i, u := range l.UnixSockets {
+			if i > 0 {
+				b.WriteString(map[bool]string{true: ", ", false: ","}[pretty])
+			}
+			writeString(b, u)
+		}
+		b.WriteString("]")
+	}
+	if l.Loopback.Strict() {
+		b.WriteString(sep + `"loopback"` + colon)
+		writeString(b, string(l.Loopback))
+	}
+	if len(l.LoopbackPorts) > 0 {
+		q, _ := json.Marshal(l.LoopbackPorts) // []uint16: a list of numbers
+		b.WriteString(sep + `"loopback_ports"` + colon)
+		b.Write(q)
+	}
 }

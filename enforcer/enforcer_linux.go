@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,6 +99,10 @@ type Options struct {
 	// ring buffer (a daemon reads them all there) instead of a ring buffer
 	// of its own, which costs two RCU grace periods per session.
 	SharedEvents bool
+	// UnixSockets are unix sockets the session may reach besides its
+	// policy's and the built-in list (BuiltinUnixSockets): the daemon's
+	// API socket.
+	UnixSockets []string
 }
 
 // Session is a running confined session owned by this process.
@@ -112,8 +117,18 @@ type Session struct {
 	resolver  *dnsresolver.Resolver
 	proxy     *proxy.Proxy
 	proxyAddr netip.AddrPort
+	proxyErr  error // Adopt: why the proxy could not be restarted
 	adopted   bool
 	closed    bool
+	// registered: the session's entry is in the datapath (SetSession
+	// applies to it from then on).
+	registered bool
+	// unixExtra are unix sockets allowed beside the policy (built-in
+	// list, API socket); unixNames every exact name in the datapath.
+	unixExtra, unixNames []string
+	// loopbackStrict: the session was in loopback "session" mode at some
+	// point, so it may have loopback port entries to remove.
+	loopbackStrict bool
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -150,6 +165,10 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
+	s.unixExtra = slices.Clone(opts.UnixSockets)
+	if err := s.applyLocal(opts.Policy.Local()); err != nil {
+		return nil, err
+	}
 	if opts.SharedEvents {
 		if err := e.dp.AddSessionShared(id, s.cfg); err != nil {
 			return nil, err
@@ -157,6 +176,7 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	} else if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
 		return nil, err
 	}
+	s.registered = true
 	if opts.DNS != nil {
 		if err := s.startResolver(opts); err != nil {
 			return nil, err
@@ -203,7 +223,21 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
 	}
-	return startCommand(sessionSpawner{s}, spec, self, s.Name(), s.ProxyEnv())
+	if err := s.allowUnixExtra(BuiltinUnixSockets(spec.User.UID, spec.Env)); err != nil {
+		return nil, err
+	}
+	// Abstract unix sockets have one judge: the datapath where it judges
+	// unix sockets (so unix_sockets can list one, also after a reload),
+	// else the Landlock scope, which refuses every one created outside
+	// the session.
+	if s.e.dp.UnixJudging() == nil {
+		spec.Sandbox.AbstractUnix = true
+	}
+	prepare, err := spec.sandboxPrepare()
+	if err != nil {
+		return nil, err
+	}
+	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
 }
 
 // Spawn verifies that the datapath is in force on the session's cgroup and
@@ -212,7 +246,7 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 // exported for benchmarks that time the datapath alone; commands that
 // users run start through Start.
 func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
-	p := sessionSpawner{s}
+	p := sessionSpawner{s: s}
 	if err := p.Verify(); err != nil {
 		return fmt.Errorf("refusing to start the command: %w", err)
 	}
@@ -220,13 +254,17 @@ func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
 }
 
 // sessionSpawner is the real spawner: the pinned datapath and the
-// session's cgroup.
-type sessionSpawner struct{ s *Session }
+// session's cgroup; prepare, when set, builds the sandbox on the spawning
+// thread.
+type sessionSpawner struct {
+	s       *Session
+	prepare func() error
+}
 
 func (p sessionSpawner) Verify() error { return p.s.e.dp.Verify(p.s.cg.Path()) }
 
 func (p sessionSpawner) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
-	return p.s.cg.Start(cmd, user)
+	return p.s.cg.StartWith(cmd, user, p.prepare)
 }
 
 // ErrBadEvent marks a ring buffer record that could not be decoded; the
@@ -289,7 +327,7 @@ func (s *Session) Close() error {
 		// scan.
 		var known *loader.Known
 		if !s.adopted {
-			known = &loader.Known{Ring: s.events != nil}
+			known = &loader.Known{Ring: s.events != nil, Unix: s.unixNames, LoopbackSession: s.loopbackStrict}
 			if s.policy != nil {
 				known.Prefixes = s.policy.Prefixes()
 			}

@@ -68,7 +68,7 @@ var (
 
 // The datapath maps that hold per-session state; all must be empty between
 // runs.
-var sessionMaps = []string{"sessions", "session_counters", "cidrs", "learned", "session_events"}
+var sessionMaps = []string{"sessions", "session_counters", "cidrs", "learned", "session_events", "unix_allowed", "unix_globs", "loopback_ports"}
 
 // defaultPolicy is the allowlist of most containment cases: AllowedV4 and
 // AllowedV6's /64, and nothing of DeniedV4/DeniedV6.
