@@ -78,8 +78,18 @@ func TestGoInstallFromTheModule(t *testing.T) {
 	gobin := t.TempDir()
 	c := exec.Command("go", "install", path+"/cmd/sluice@"+version)
 	c.Dir = t.TempDir() // outside any module
-	c.Env = append(os.Environ(), "GOBIN="+gobin, "GOPROXY=file://"+filepath.ToSlash(proxy)+",off",
-		"GOSUMDB=off", "GOFLAGS=", "GOWORK=off")
+	// A module cache of its own, so a copy of this test version left by an
+	// earlier run (the go command never re-reads a cached version) cannot
+	// stand in for today's tree; the dependencies come from the machine's
+	// module cache, served as a second file proxy.
+	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download")
+	c.Env = append(os.Environ(), "GOBIN="+gobin, "GOMODCACHE="+t.TempDir(),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(deps)+",off",
+		"GOSUMDB=off", "GOFLAGS=-modcacherw", "GOWORK=off")
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	if err := c.Run(); err != nil {
@@ -90,7 +100,7 @@ func TestGoInstallFromTheModule(t *testing.T) {
 		bin += ".exe"
 	}
 	v, err := exec.Command(bin, "version").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(v), "sluice ") {
+	if err != nil || !strings.HasPrefix(string(v), "sluice "+version+" ") {
 		t.Fatalf("the installed sluice: %v: %s", err, v)
 	}
 	t.Logf("%s", v)
