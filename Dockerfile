@@ -1,9 +1,17 @@
-# syntax=docker/dockerfile:1
-#
 # The sluice daemon as a container image. The entrypoint is `sluice daemon`; arguments after
 # the image name are passed on as daemon flags.
 #
 #   docker build -t sluice --build-arg VERSION=$(git describe --always --dirty) .
+#
+# It builds on any Docker engine, with or without BuildKit (no `# syntax` line, no
+# `RUN --mount`), and needs no registry beyond the one that holds its two base images, which are
+# build arguments:
+#   GO_IMAGE    a Debian-based image with the Go toolchain on PATH (default golang:1.26-bookworm)
+#   BASE_IMAGE  the runtime image (default debian:bookworm-slim); the binary is static, so
+#               any Linux image with /etc/passwd and /etc/group will do
+# Offline, with local images and no module proxy: `go mod vendor` first (the vendor/ directory
+# joins the context) and pass --build-arg GOFLAGS=-mod=vendor; nothing is then downloaded during
+# the build. tests/docker/images.sh does exactly that with images made by debootstrap.
 #
 # Run it (the tested path is --privileged):
 #
@@ -62,22 +70,24 @@
 #
 # No clang is needed: the compiled BPF object (loader/sluice_bpfel.o) is committed.
 
-ARG GO_VERSION=1.26
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG BASE_IMAGE=debian:bookworm-slim
 
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
+# -mod=vendor builds from the context's vendor/ directory and downloads nothing.
+ARG GOFLAGS=
 # Dependencies first, so that this layer is reused until go.mod or go.sum change.
 COPY go.mod go.sum ./
-RUN go mod download && go mod verify
+RUN case " $GOFLAGS " in *" -mod=vendor "*) ;; *) go mod download && go mod verify ;; esac
 COPY . .
 ARG VERSION=dev
 # Static binary: os/user then reads /etc/passwd and /etc/group directly (no NSS), which is
 # what a container has anyway.
-RUN --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/sluice ./cmd/sluice
 
-FROM debian:bookworm-slim
+FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="sluice" \
       org.opencontainers.image.description="Kernel-level egress enforcement for AI agents (daemon)" \
       org.opencontainers.image.source="https://github.com/sluice-dev/sluice"
