@@ -26,6 +26,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{name}", s.handleShow)
 	mux.HandleFunc("DELETE /v1/sessions/{name}", s.handleKill)
 	mux.HandleFunc("POST /v1/sessions/{name}/signal", s.handleSignal)
+	mux.HandleFunc("GET /v1/sessions/{name}/wait", s.handleWait)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/allowlist", s.handleAllowlist)
 	mux.HandleFunc("POST /v1/allowlist", s.handleAllow)
@@ -220,7 +221,16 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		s.dropSession(ss)
 		return nil, err
 	}
+	// The supervisor writes the command's status here, for this daemon or
+	// the next one (package exitstatus).
+	status, err := s.openExitStatus(ss.info.Name)
+	if err != nil {
+		s.dropSession(ss)
+		return nil, fail(http.StatusInternalServerError, "exit status file: %v", err)
+	}
+	spec.ExitStatus = status
 	cmd, err := es.Start(spec)
+	status.Close()
 	if err != nil {
 		close(ss.started)
 		s.dropSession(ss)
@@ -228,6 +238,7 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	}
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
+	_ = ss.save() // with the pid, for the next daemon's signals
 	s.emit(Event{Type: EventSessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
 		Exe: path, Entries: ss.info.policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
 	close(ss.started)
@@ -246,6 +257,7 @@ func (i SessionInfo) policyStrings(es *enforcer.Session) []string {
 func (s *Server) dropSession(ss *session) {
 	_ = ss.s.Close()
 	_ = os.Remove(s.recordPath(ss.info.Name))
+	_ = os.Remove(s.exitPath(ss.info.Name))
 	s.mu.Lock()
 	delete(s.sessions, ss.info.Name)
 	s.mu.Unlock()
@@ -280,7 +292,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 			ss.mu.Lock()
 			code := ss.exit
 			ss.mu.Unlock()
-			_ = enc.Encode(StreamMessage{Exit: &code})
+			if code < 0 {
+				// Only a re-adopted session whose supervisor left no status.
+				_ = enc.Encode(StreamMessage{Error: fmt.Sprintf("session %s ended; its exit status is unknown (it was not recorded across the daemon restart)", ss.info.Name)})
+			} else {
+				_ = enc.Encode(StreamMessage{Exit: &code})
+			}
 			if fl != nil {
 				fl.Flush()
 			}
@@ -379,7 +396,16 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ss.cmd == nil || ss.cmd.Process == nil {
-		writeErr(w, fail(http.StatusConflict, "session %s was re-adopted: its command is not the daemon's child; kill the session instead", ss.info.Name))
+		if ss.pidfd < 0 {
+			writeErr(w, fail(http.StatusConflict, "session %s was re-adopted and its first process is unknown; kill the session instead", ss.info.Name))
+			return
+		}
+		// Re-adopted: the supervisor, through the pidfd taken at adoption.
+		if err := unix.PidfdSendSignal(ss.pidfd, sig, nil, 0); err != nil {
+			writeErr(w, fail(http.StatusConflict, "signal: %v", err))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.info.Name})
 		return
 	}
 	if err := ss.cmd.Process.Signal(sig); err != nil {

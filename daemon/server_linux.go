@@ -64,6 +64,7 @@ type Server struct {
 	mu       sync.Mutex
 	allowMu  sync.Mutex // serialises read-modify-write of the allowlist file
 	sessions map[string]*session
+	ended    endedSessions // for clients that reattach after a restart
 	stop     chan struct{}
 	wg       sync.WaitGroup
 

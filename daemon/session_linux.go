@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
@@ -31,6 +33,7 @@ type session struct {
 	info      SessionInfo
 	requested *allowlist.Policy // what the client asked for; nil = the machine's
 	cmd       *exec.Cmd         // nil after a re-adoption
+	pidfd     int               // after a re-adoption: the supervisor's, or -1
 
 	mu      sync.Mutex
 	recent  []Event
@@ -52,13 +55,16 @@ type record struct {
 	DNSPort4  uint16    `json:"dns_port4"`
 	DNSPort6  uint16    `json:"dns_port6"`
 	Parent    string    `json:"parent,omitempty"`
+	// PID is the session's first process: since sessions have a
+	// supervisor (package exitstatus), the one a restarted daemon signals.
+	PID int `json:"pid,omitempty"`
 }
 
 func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDir(), name+".json") }
 
 func (ss *session) save() error {
 	p4, p6 := ss.s.DNSPorts()
-	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6, Parent: ss.info.Parent}
+	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6, Parent: ss.info.Parent, PID: ss.info.PID}
 	if len(ss.info.Argv) > 0 {
 		r.Argv0 = ss.info.Argv[0]
 	}
@@ -173,6 +179,10 @@ func (ss *session) waitCommand() {
 		}
 	} else if err := ss.s.WaitEmpty(ss.srv.stop); err != nil {
 		return // daemon stopping: leave the session to the next daemon
+	} else {
+		// Re-adopted: the command was not this daemon's child, but its
+		// supervisor left the status behind.
+		code = ss.srv.adoptedExit(ss.info.Name)
 	}
 	ss.end(code)
 }
@@ -189,6 +199,10 @@ func (ss *session) end(code int) {
 		ss.reportSuppressed(n)
 	}
 	_ = os.Remove(ss.srv.recordPath(ss.info.Name))
+	_ = os.Remove(ss.srv.exitPath(ss.info.Name))
+	if ss.cmd == nil && ss.pidfd >= 0 {
+		_ = unix.Close(ss.pidfd)
+	}
 	// Publish while the session is still known, so its owner's event
 	// stream (filtered by session) gets the end too.
 	e := Event{Type: EventSessionEnded, Session: ss.info.Name, Message: fmt.Sprintf("session %s ended", ss.info.Name)}
@@ -202,12 +216,18 @@ func (ss *session) end(code int) {
 	ss.mu.Lock()
 	ss.exit = code
 	ss.mu.Unlock()
+	// A copy without the closed enforcer session, for clients that
+	// reattach after a restart (reattach_linux.go).
+	ss.srv.ended.add(&session{srv: ss.srv, info: ss.info, done: closedChan(), started: closedChan(), exit: code})
 	close(ss.done)
 }
 
 // infoNow is the session's info with live counters.
 func (ss *session) infoNow() SessionInfo {
 	info := ss.info
+	if ss.s == nil {
+		return info // ended before this daemon started (endedWhileDown)
+	}
 	for _, e := range ss.s.Policy().Entries() {
 		info.Policy = append(info.Policy, e.String())
 	}
@@ -247,6 +267,10 @@ func (s *Server) adoptAll() {
 			continue
 		}
 		if err := s.adopt(r); err != nil {
+			if s.endedWhileDown(r) {
+				_ = os.Remove(path)
+				continue
+			}
 			s.emit(Event{Type: EventSessionEnded, Session: r.Name, Message: fmt.Sprintf("session %s not adopted: %v", r.Name, err)})
 			_ = os.Remove(path)
 		}
@@ -271,6 +295,10 @@ func (s *Server) adopt(r record) error {
 	ss.s = es
 	if err := es.SetPolicy(policy); err != nil {
 		return err
+	}
+	ss.pidfd = -1
+	if fd, ok := supervisorPidfd(r.PID, r.Name); ok {
+		ss.pidfd, ss.info.PID = fd, r.PID
 	}
 	s.mu.Lock()
 	s.sessions[r.Name] = ss

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -50,6 +51,12 @@ type CommandSpec struct {
 	Stdout, Stderr io.Writer
 	// User is whom the command runs as; uid 0 is refused when it starts.
 	User cgroups.SpawnOptions
+	// ExitStatus, when set, is a file the command's exit status is written
+	// to when it ends, by a supervisor that stays the session's first
+	// process (package exitstatus): a daemon that restarts meanwhile still
+	// learns it. The caller opens it (the supervisor runs as User) and
+	// closes its copy once the command has started.
+	ExitStatus *os.File
 }
 
 // validate refuses a spec that cannot describe a command, before anything
@@ -84,15 +91,23 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 		env = append(env, proxyEnv...)
 	}
 	env = append(env, SessionEnv+"="+session)
-	args := append([]string{shim, FamiliesShim, "--path", c.Path, "--"}, c.Argv...)
+	args := []string{shim, FamiliesShim}
+	var extra []*os.File
+	if c.ExitStatus != nil {
+		// ExtraFiles[0] is descriptor 3 in the shim.
+		args = append(args, "--exit-fd", "3")
+		extra = []*os.File{c.ExitStatus}
+	}
+	args = append(append(args, "--path", c.Path, "--"), c.Argv...)
 	return &exec.Cmd{
-		Path:   shim,
-		Args:   args,
-		Env:    env,
-		Dir:    c.Dir,
-		Stdin:  c.Stdin,
-		Stdout: c.Stdout,
-		Stderr: c.Stderr,
+		Path:       shim,
+		Args:       args,
+		Env:        env,
+		Dir:        c.Dir,
+		Stdin:      c.Stdin,
+		Stdout:     c.Stdout,
+		Stderr:     c.Stderr,
+		ExtraFiles: extra,
 	}, nil
 }
 

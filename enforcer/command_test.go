@@ -199,3 +199,25 @@ func lastValue(env []string, key string) string {
 	}
 	return v
 }
+
+// A session with an exit-status file runs its command under the shim's
+// supervisor, which gets the file as descriptor 3 and names it.
+func TestBuildPassesTheExitStatusFile(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "exit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spec := CommandSpec{Path: "/bin/true", Argv: []string{"true"}, ExitStatus: f}
+	cmd, err := spec.build(testShim, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{testShim, FamiliesShim, "--exit-fd", "3", "--path", "/bin/true", "--", "true"}
+	if !slices.Equal(cmd.Args, want) {
+		t.Errorf("Args = %q, want %q", cmd.Args, want)
+	}
+	if len(cmd.ExtraFiles) != 1 || cmd.ExtraFiles[0] != f {
+		t.Errorf("ExtraFiles = %v, want the exit-status file as descriptor 3", cmd.ExtraFiles)
+	}
+}

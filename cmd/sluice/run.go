@@ -37,6 +37,24 @@ type runOptions struct {
 	loopbackPorts []uint
 	auditLog      string
 	suggest       string
+
+	reconnect time.Duration
+}
+
+// defaultReconnect is how long `sluice run` waits for a daemon to come
+// back when its daemon went away mid-session; $SLUICE_RECONNECT_TIMEOUT
+// (a Go duration) overrides it, --reconnect-timeout overrides both.
+const defaultReconnect = 60 * time.Second
+
+// reconnectDefault is the flag's default: the environment's, else
+// defaultReconnect.
+func reconnectDefault() time.Duration {
+	if v := os.Getenv("SLUICE_RECONNECT_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	return defaultReconnect
 }
 
 // Modes of `sluice run`, strongest first.
@@ -116,6 +134,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
+	f.DurationVar(&o.reconnect, "reconnect-timeout", reconnectDefault(), "with the daemon: when it goes away mid-session, wait this long for the next one to report the command's exit status (env SLUICE_RECONNECT_TIMEOUT)")
 	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
 }
 

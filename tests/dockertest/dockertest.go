@@ -190,7 +190,7 @@ func (e *Engine) Image(t testing.TB, which string, timeout time.Duration, env ..
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c := exec.CommandContext(ctx, "bash", filepath.Join(RepoRoot(), "tests", "docker", "images.sh"), which)
-	c.Env = append(append(os.Environ(), "DOCKER_HOST="+e.Host, "PATH="+os.Getenv("PATH")+":"+filepath.Join(runtime.GOROOT(), "bin")), env...)
+	c.Env = append(append(os.Environ(), "DOCKER_HOST="+e.Host), env...)
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("images.sh %s: %v\n%s", which, err, out)
 	}
