@@ -2,12 +2,10 @@ package daemon
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
 )
 
@@ -53,54 +51,37 @@ func (s *Server) callerSession(p peer) (confined bool, ss *session) {
 	return false, nil
 }
 
-// narrowForCaller applies the nested-session rule: a confined caller may
-// create a session only within its own session's policy. It also returns
-// the caller's session, the new session's parent ("" for none).
-func (s *Server) narrowForCaller(p peer, requested *allowlist.Policy) (*allowlist.Policy, string, error) {
-	confined, parent := s.callerSession(p)
-	if !confined {
-		return requested, "", nil
+// caller is p as the rules in authz.go see it, and the daemon session it
+// runs in (nil: none of this daemon's).
+func (s *Server) caller(p peer) (caller, *session) {
+	confined, own := s.callerSession(p)
+	c := caller{uid: p.UID, admin: s.isAdmin(p), creator: s.mayCreate(p), confined: confined}
+	if own != nil {
+		c.session = own.info.Name
 	}
-	if parent == nil {
-		return nil, "", fail(http.StatusForbidden, "the caller is confined by sluice outside this daemon's sessions (or its cgroup is unreadable, or the process that connected has exited): refused")
-	}
-	own := parent.s.Policy()
-	if requested == nil {
-		return own, parent.info.Name, nil
-	}
-	if _, err := requested.Narrow(own); err != nil {
-		return nil, "", fail(http.StatusForbidden, "a confined process may only narrow its own session's policy: %v", err)
-	}
-	return requested, parent.info.Name, nil
+	return c, own
 }
 
-// scope is what a caller may see and act on among sessions it owns (by
-// uid): an unconfined caller sees them all; a confined one only its own
-// session and the sessions created from inside it, at any depth, so an
-// agent cannot watch, signal or kill its user's other sessions. A caller
-// confined outside this daemon's sessions sees none.
-func (s *Server) scope(p peer) func(*session) bool {
-	confined, own := s.callerSession(p)
-	if !confined {
-		return func(*session) bool { return true }
-	}
-	if own == nil {
-		return func(*session) bool { return false }
-	}
-	root := own.info.Name
+// visible is the rule "c sees ss" (caller.sees) over the daemon's
+// sessions; it takes s.mu for the walk up the parents.
+func (s *Server) visible(c caller) func(*session) bool {
 	return func(ss *session) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		// Parents are recorded at creation and never change; the walk
-		// is bounded in case a record was edited into a cycle.
-		for range 64 {
-			if ss.info.Name == root {
-				return true
-			}
-			if ss = s.sessions[ss.info.Parent]; ss == nil {
-				return false
-			}
-		}
-		return false
+		return c.sees(ss.ref(), s.lookupRef)
 	}
+}
+
+// lookupRef finds a session by name for the rules; s.mu is held.
+func (s *Server) lookupRef(name string) (sessionRef, bool) {
+	ss := s.sessions[name]
+	if ss == nil {
+		return sessionRef{}, false
+	}
+	return ss.ref(), true
+}
+
+// ref is ss as the rules see it.
+func (ss *session) ref() sessionRef {
+	return sessionRef{name: ss.info.Name, parent: ss.info.Parent, uid: ss.info.UID}
 }

@@ -2,7 +2,9 @@
 // that owns the datapath, the sluice cgroup, the sessions' resolvers and
 // the machine allowlist, and serves a local HTTP+JSON API on a unix socket
 // (documented in docs/api.md) to the CLI and to agent launchers that are
-// not root.
+// not root. The API's types and client live in package api, the audit
+// model in package audit; this package is the server, and in the CLI only
+// `sluice daemon` imports it.
 //
 // Decisions:
 //   - Who may do what comes from the socket's peer credentials
@@ -10,7 +12,8 @@
 //     session group may create sessions; a session always runs as the
 //     client's own uid unless the client is root; clients see and kill only
 //     their own sessions; changing the machine allowlist needs root or the
-//     admin group.
+//     admin group. The rules themselves are kernel-free functions
+//     (authz.go), unit-tested; the handlers only find out who the caller is.
 //   - The daemon spawns the confined command itself, with the client's
 //     stdin, stdout and stderr passed over the socket (SCM_RIGHTS): a client
 //     that is not root cannot move a process into a root-owned cgroup, and

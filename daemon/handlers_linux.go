@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
 )
@@ -35,18 +37,6 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// httpError is an API error with its status.
-type httpError struct {
-	code int
-	msg  string
-}
-
-func (e *httpError) Error() string { return e.msg }
-
-func fail(code int, format string, args ...any) error {
-	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -58,7 +48,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	if !errors.As(err, &he) {
 		he = &httpError{code: http.StatusInternalServerError, msg: err.Error()}
 	}
-	writeJSON(w, he.code, ErrorResponse{Error: he.msg})
+	writeJSON(w, he.code, api.ErrorResponse{Error: he.msg})
 }
 
 // decode reads a JSON body strictly: bounded size, no unknown fields, one
@@ -92,12 +82,8 @@ func (s *Server) isAdmin(p peer) bool { return p.UID == 0 || p.in(s.adminGID, s.
 
 func (s *Server) mayCreate(p peer) bool { return p.UID == 0 || p.in(s.sessionGID, s.hasSessionGID) }
 
-// owns reports whether ss belongs to p's uid (root owns every session);
-// scope narrows that for confined callers.
-func (s *Server) owns(p peer, ss *session) bool { return p.UID == 0 || ss.info.UID == p.UID }
-
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
+	writeJSON(w, http.StatusOK, api.Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
 		Allowlist: s.cfg.AllowlistPath, Entries: s.machine.Load().Len()})
 }
 
@@ -109,7 +95,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	// The descriptors came with the request's first bytes; take them now
 	// so they are closed whatever happens.
-	var req CreateRequest
+	var req api.CreateRequest
 	derr := decode(w, r, &req)
 	fds := c.takeFDs()
 	files := make([]*os.File, len(fds))
@@ -139,9 +125,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 // create validates a request and starts its session.
-func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, error) {
-	if !s.mayCreate(p) {
-		return nil, fail(http.StatusForbidden, "uid %d may not create sessions: only root and members of group %q", p.UID, s.cfg.SessionGroup)
+func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*session, error) {
+	who, own := s.caller(p)
+	if err := who.mayCreate(s.cfg.SessionGroup); err != nil {
+		return nil, err
 	}
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, fail(http.StatusBadRequest, "argv: a command is required")
@@ -150,10 +137,10 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		return nil, fail(http.StatusBadRequest, "pids_max and memory_max must not be negative")
 	}
 	spawn := cgroups.SpawnOptions{UID: p.UID, GID: p.GID, Groups: p.Groups}
-	switch {
-	case req.User != "" && p.UID != 0:
-		return nil, fail(http.StatusForbidden, "user: only root may run a session as another user")
-	case req.User != "":
+	if err := who.mayRunAs(req.User); err != nil {
+		return nil, err
+	}
+	if req.User != "" {
 		o, err := cgroups.LookupUser(req.User)
 		if err != nil {
 			return nil, fail(http.StatusBadRequest, "user %q: %v", req.User, err)
@@ -177,11 +164,13 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 			}
 			requested = requested.Merge(doc)
 		}
-		if _, err := requested.Narrow(machine); err != nil {
-			return nil, fail(http.StatusForbidden, "a session may only narrow the machine allowlist: %v", err)
-		}
 	}
-	requested, parent, err := s.narrowForCaller(p, requested)
+	var ownPolicy *allowlist.Policy
+	parent := ""
+	if own != nil {
+		ownPolicy, parent = own.s.Policy(), own.info.Name
+	}
+	requested, err := sessionRequest(who, requested, machine, ownPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +191,8 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 		return nil, err
 	}
 
-	ss := &session{srv: s, limit: NewEventLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan Event, 64), started: make(chan struct{}),
-		info: SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
+	ss := &session{srv: s, limit: audit.NewLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan audit.Event, 64), started: make(chan struct{}),
+		info: api.SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
 		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true})
@@ -239,14 +228,15 @@ func (s *Server) create(p peer, req CreateRequest, files []*os.File) (*session, 
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
 	_ = ss.save() // with the pid, for the next daemon's signals
-	s.emit(Event{Type: EventSessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
-		Exe: path, Entries: ss.info.policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
+	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
+		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
 	close(ss.started)
 	go ss.waitCommand()
 	return ss, nil
 }
 
-func (i SessionInfo) policyStrings(es *enforcer.Session) []string {
+// policyStrings is the session's policy as entry strings, for session_started.
+func policyStrings(es *enforcer.Session) []string {
 	var out []string
 	for _, e := range es.Policy().Entries() {
 		out = append(out, e.String())
@@ -271,19 +261,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 	enc := json.NewEncoder(w)
 	fl, _ := w.(http.Flusher)
 	info := ss.infoNow()
-	_ = enc.Encode(StreamMessage{Session: &info})
+	_ = enc.Encode(api.StreamMessage{Session: &info})
 	if fl != nil {
 		fl.Flush()
 	}
 	for {
 		select {
 		case e := <-ss.stream:
-			_ = enc.Encode(StreamMessage{Event: &e})
+			_ = enc.Encode(api.StreamMessage{Event: &e})
 		case <-ss.done:
 			for {
 				select {
 				case e := <-ss.stream:
-					_ = enc.Encode(StreamMessage{Event: &e})
+					_ = enc.Encode(api.StreamMessage{Event: &e})
 					continue
 				default:
 				}
@@ -294,9 +284,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 			ss.mu.Unlock()
 			if code < 0 {
 				// Only a re-adopted session whose supervisor left no status.
-				_ = enc.Encode(StreamMessage{Error: fmt.Sprintf("session %s ended; its exit status is unknown (it was not recorded across the daemon restart)", ss.info.Name)})
+				_ = enc.Encode(api.StreamMessage{Error: fmt.Sprintf("session %s ended; its exit status is unknown (it was not recorded across the daemon restart)", ss.info.Name)})
 			} else {
-				_ = enc.Encode(StreamMessage{Exit: &code})
+				_ = enc.Encode(api.StreamMessage{Exit: &code})
 			}
 			if fl != nil {
 				fl.Flush()
@@ -324,7 +314,8 @@ func (s *Server) lookup(r *http.Request) (*session, peer, error) {
 	s.mu.Lock()
 	ss := s.sessions[r.PathValue("name")]
 	s.mu.Unlock()
-	if ss == nil || !s.owns(c.peer, ss) || !s.scope(c.peer)(ss) {
+	who, _ := s.caller(c.peer)
+	if ss == nil || !s.visible(who)(ss) {
 		// Someone else's session does not exist, as far as p can tell.
 		return nil, c.peer, fail(http.StatusNotFound, "no session %q", r.PathValue("name"))
 	}
@@ -337,16 +328,17 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := []SessionInfo{}
-	inScope := s.scope(c.peer)
+	out := []api.SessionInfo{}
+	who, _ := s.caller(c.peer)
+	visible := s.visible(who)
 	for _, ss := range s.snapshot() {
-		if s.owns(c.peer, ss) && inScope(ss) {
+		if visible(ss) {
 			info := ss.infoNow()
 			info.Recent = nil
 			out = append(out, info)
 		}
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int { return a.Created.Compare(b.Created) })
+	slices.SortFunc(out, func(a, b api.SessionInfo) int { return a.Created.Compare(b.Created) })
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -385,7 +377,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	var req SignalRequest
+	var req api.SignalRequest
 	if err := decode(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
@@ -424,17 +416,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	p := c.peer
-	confined, _ := s.callerSession(p)
-	inScope := s.scope(p)
-	ch := s.hub.subscribe(func(e Event) bool {
-		if !confined && (p.UID == 0 || s.isAdmin(p)) {
+	who, _ := s.caller(c.peer)
+	ch := s.hub.subscribe(func(e audit.Event) bool {
+		if who.seesAllEvents() {
 			return true
 		}
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		ss := s.sessions[e.Session]
-		s.mu.Unlock()
-		return ss != nil && s.owns(p, ss) && inScope(ss)
+		return ss != nil && who.sees(ss.ref(), s.lookupRef)
 	})
 	defer s.hub.unsubscribe(ch)
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -469,15 +459,10 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) (peer, bool) {
 		writeErr(w, err)
 		return peer{}, false
 	}
-	var refused error
-	if !s.isAdmin(c.peer) {
-		refused = fail(http.StatusForbidden, "changing the machine allowlist needs root or the admin group")
-	} else if confined, _ := s.callerSession(c.peer); confined {
-		refused = fail(http.StatusForbidden, "the machine allowlist cannot be changed from inside a sluice session")
-	}
-	if refused != nil {
+	who, _ := s.caller(c.peer)
+	if refused := who.mayChangeMachine(); refused != nil {
 		uid := c.peer.UID
-		s.emitRefusal(Event{Type: EventPolicyChangeRefused, Actor: &uid, PID: uint32(max(c.peer.PID, 0)), Reason: refused.Error(),
+		s.emitRefusal(audit.Event{Type: audit.PolicyChangeRefused, Actor: &uid, PID: uint32(max(c.peer.PID, 0)), Reason: refused.Error(),
 			Message: fmt.Sprintf("refused %s %s for uid %d (pid %d): %v", r.Method, r.URL.Path, c.peer.UID, c.peer.PID, refused)})
 		writeErr(w, refused)
 		return c.peer, false
@@ -562,7 +547,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	s.allowMu.Lock()
 	defer s.allowMu.Unlock()
-	var req RevokeRequest
+	var req api.RevokeRequest
 	if err := decode(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
@@ -573,7 +558,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	old := s.machine.Load()
 	np, kept := old.Without(req.Owner)
-	resp := RevokeResponse{Removed: []string{}, Kept: []string{}}
+	resp := api.RevokeResponse{Removed: []string{}, Kept: []string{}}
 	still := map[string]bool{}
 	for _, e := range np.Entries() {
 		still[e.String()] = true
@@ -597,10 +582,10 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// decodeEntries reads an AllowRequest and parses its entries (with the
+// decodeEntries reads an api.AllowRequest and parses its entries (with the
 // request's owner), naming the first bad one.
-func decodeEntries(w http.ResponseWriter, r *http.Request) (AllowRequest, []allowlist.Entry, error) {
-	var req AllowRequest
+func decodeEntries(w http.ResponseWriter, r *http.Request) (api.AllowRequest, []allowlist.Entry, error) {
+	var req api.AllowRequest
 	if err := decode(w, r, &req); err != nil {
 		return req, nil, err
 	}
@@ -628,19 +613,19 @@ func (s *Server) auditRefusal(p peer, err error) {
 		return
 	}
 	uid := p.UID
-	s.emitRefusal(Event{Type: EventSessionRefused, Actor: &uid, PID: uint32(max(p.PID, 0)), Reason: he.msg,
+	s.emitRefusal(audit.Event{Type: audit.SessionRefused, Actor: &uid, PID: uint32(max(p.PID, 0)), Reason: he.msg,
 		Message: fmt.Sprintf("refused a session for uid %d (pid %d): %s", p.UID, p.PID, he.msg)})
 }
 
 // emitRefusal writes an API refusal line within the daemon's refusal rate
-// limit (ratelimit.go).
-func (s *Server) emitRefusal(e Event) {
+// limit (audit.Limiter).
+func (s *Server) emitRefusal(e audit.Event) {
 	ok, report := s.refusals.Allow(time.Now())
 	if !ok {
 		return
 	}
 	if report > 0 {
-		s.emit(SuppressedEvent("", report))
+		s.emit(audit.SuppressedEvent("", report))
 	}
 	s.emit(e)
 }

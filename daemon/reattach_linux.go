@@ -11,6 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
+
 	"github.com/sluice-dev/sluice/exitstatus"
 )
 
@@ -96,13 +99,14 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 	if ss == nil {
 		ss = s.ended.get(name)
 	}
-	if ss == nil || !s.owns(c.peer, ss) || !s.scope(c.peer)(ss) {
+	who, _ := s.caller(c.peer)
+	if ss == nil || !s.visible(who)(ss) {
 		writeErr(w, fail(http.StatusNotFound, "no session %q", name))
 		return
 	}
 	ss.mu.Lock()
 	if ss.stream == nil {
-		ss.stream = make(chan Event, 64)
+		ss.stream = make(chan audit.Event, 64)
 	}
 	ss.mu.Unlock()
 	s.stream(w, r, ss)
@@ -119,9 +123,9 @@ func (s *Server) endedWhileDown(r record) bool {
 	}
 	_ = os.Remove(s.exitPath(r.Name))
 	ss := &session{srv: s, done: make(chan struct{}), started: closedChan(), exit: code,
-		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
+		info: api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
 	close(ss.done)
-	s.emit(Event{Type: EventSessionEnded, Session: r.Name, Exit: &code,
+	s.emit(audit.Event{Type: audit.SessionEnded, Session: r.Name, Exit: &code,
 		Message: fmt.Sprintf("session %s ended while no daemon was running", r.Name)})
 	s.ended.add(ss)
 	return true

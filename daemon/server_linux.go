@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
 )
@@ -50,13 +52,13 @@ type Server struct {
 	cfg     Config
 	e       *enforcer.Enforcer
 	machine atomic.Pointer[allowlist.Policy]
-	audit   *AuditLog
+	audit   *audit.Log
 	hub     *hub
 	metrics *metrics
 	// refusals limits the API's refusal lines (session_refused,
 	// policy_change_refused): a confined agent can repeat a refused
 	// request in a loop as it can a refused connect.
-	refusals *EventLimiter
+	refusals *audit.Limiter
 
 	sessionGID, adminGID     uint32
 	hasSessionGID, hasAdmGID bool
@@ -84,7 +86,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.AllowlistPath = DefaultAllowlist
 	}
 	if cfg.SocketPath == "" {
-		cfg.SocketPath = DefaultSocket
+		cfg.SocketPath = api.DefaultSocket
 	}
 	ecfg := cfg.Enforcer
 	if cfg.StateDir != "" {
@@ -95,7 +97,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SessionGroup == "" {
 		cfg.SessionGroup = "sluice"
 	}
-	s := &Server{cfg: cfg, hub: newHub(), refusals: NewEventLimiter(), sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, hub: newHub(), refusals: audit.NewLimiter(), sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
 	s.sessionGID, s.hasSessionGID = lookupGroup(cfg.SessionGroup)
 	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
 
@@ -108,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.machine.Store(policy)
 	s.fileStamp = stampOf(cfg.AllowlistPath)
-	if s.audit, err = OpenAuditLog(cfg.AuditLog); err != nil {
+	if s.audit, err = audit.OpenLog(cfg.AuditLog); err != nil {
 		return nil, err
 	}
 	if s.e, err = enforcer.Open(ecfg); err != nil {
@@ -119,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(s.stateDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("create daemon state directory: %w", err)
 	}
-	s.emit(Event{Type: EventDaemonStarted, Message: fmt.Sprintf("sluice daemon %s started, allowlist %s (%d entries)", cfg.Version, cfg.AllowlistPath, policy.Len())})
+	s.emit(audit.Event{Type: audit.DaemonStarted, Message: fmt.Sprintf("sluice daemon %s started, allowlist %s (%d entries)", cfg.Version, cfg.AllowlistPath, policy.Len())})
 	s.adoptAll()
 	return s, nil
 }
@@ -224,9 +226,9 @@ func (s *Server) Shutdown() error {
 	}
 	s.wg.Wait()
 	if n := s.refusals.Flush(); n > 0 {
-		s.emit(SuppressedEvent("", n))
+		s.emit(audit.SuppressedEvent("", n))
 	}
-	s.emit(Event{Type: EventDaemonStopped, Message: "sluice daemon stopped; running sessions stay confined"})
+	s.emit(audit.Event{Type: audit.DaemonStopped, Message: "sluice daemon stopped; running sessions stay confined"})
 	// Sessions are left as they are: confined, recorded, their commands
 	// running; the next daemon adopts them.
 	s.e.Close()
@@ -270,9 +272,9 @@ func (s *Server) dispatch(ev loader.Event) {
 		return
 	}
 	uid := ev.UID
-	e := Event{Type: EventEgressDenied, PID: ev.PID, Comm: ev.Comm, UID: &uid, Reason: ev.Reason.String(), Message: ev.String()}
+	e := audit.Event{Type: audit.EgressDenied, PID: ev.PID, Comm: ev.Comm, UID: &uid, Reason: ev.Reason.String(), Message: ev.String()}
 	if ev.Audit {
-		e.Type = EventEgressAudit
+		e.Type = audit.EgressAudit
 	}
 	if ev.Addr.IsValid() {
 		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
@@ -307,7 +309,7 @@ func (s *Server) drainEvents() {
 func (s *Server) ReopenAuditLog() error { return s.audit.Reopen() }
 
 // emit records an event: audit log, metrics, subscribers.
-func (s *Server) emit(e Event) {
+func (s *Server) emit(e audit.Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}

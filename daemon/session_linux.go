@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
@@ -28,17 +30,17 @@ const recentMax = 20
 // session is a daemon-owned enforcer session and the command in it.
 type session struct {
 	srv       *Server
-	limit     *EventLimiter
+	limit     *audit.Limiter
 	s         *enforcer.Session
-	info      SessionInfo
+	info      api.SessionInfo
 	requested *allowlist.Policy // what the client asked for; nil = the machine's
 	cmd       *exec.Cmd         // nil after a re-adoption
 	pidfd     int               // after a re-adoption: the supervisor's, or -1
 
 	mu      sync.Mutex
-	recent  []Event
-	stream  chan Event    // the creating client's response stream
-	started chan struct{} // closed once session_started is on record
+	recent  []audit.Event
+	stream  chan audit.Event // the creating client's response stream
+	started chan struct{}    // closed once session_started is on record
 	done    chan struct{}
 	exit    int
 }
@@ -107,24 +109,24 @@ func (ss *session) kernelEvent(ev loader.Event) {
 	if r := ss.s.Resolver(); r != nil {
 		learnedFrom = r.LearnedFrom
 	}
-	ss.deliver(KernelEvent(ss.info.Name, ev, learnedFrom))
+	ss.deliver(audit.FromKernel(ss.info.Name, ev, learnedFrom))
 }
 
 func (ss *session) dnsEvent(ev dnsresolver.Event) {
-	ss.deliver(DNSEvent(ss.info.Name, ev, ss.s.SocketOwner(ev.Client)))
+	ss.deliver(audit.FromDNS(ss.info.Name, ev, ss.s.SocketOwner(ev.Client)))
 }
 
 // proxyEvent reports the session proxy's refusals (allowed requests raise
 // no event).
 func (ss *session) proxyEvent(ev proxy.Event) {
-	if e, ok := ProxyEvent(ss.info.Name, ev); ok {
+	if e, ok := audit.FromProxy(ss.info.Name, ev); ok {
 		ss.deliver(e)
 	}
 }
 
 // deliver sends a deny event everywhere it belongs, within the session's
-// rate limit (ratelimit.go).
-func (ss *session) deliver(e Event) {
+// rate limit (audit.Limiter).
+func (ss *session) deliver(e audit.Event) {
 	now := time.Now()
 	ok, report := ss.limit.Allow(now)
 	if !ok {
@@ -139,12 +141,12 @@ func (ss *session) deliver(e Event) {
 
 // reportSuppressed writes the events_suppressed line for n events.
 func (ss *session) reportSuppressed(n int) {
-	ss.publish(SuppressedEvent(ss.info.Name, n))
+	ss.publish(audit.SuppressedEvent(ss.info.Name, n))
 }
 
 // publish sends e to the audit log, the metrics and the subscribers, the
 // session's recent denials and its client's stream.
-func (ss *session) publish(e Event) {
+func (ss *session) publish(e audit.Event) {
 	ss.srv.emit(e)
 	ss.mu.Lock()
 	ss.recent = append(ss.recent, e)
@@ -193,7 +195,7 @@ func (ss *session) end(code int) {
 	_ = ss.s.Kill()
 	ss.srv.drainEvents()
 	if err := ss.s.Close(); err != nil {
-		ss.srv.emit(Event{Type: EventSessionEnded, Session: ss.info.Name, Message: "cleanup: " + err.Error()})
+		ss.srv.emit(audit.Event{Type: audit.SessionEnded, Session: ss.info.Name, Message: "cleanup: " + err.Error()})
 	}
 	if n := ss.limit.Flush(); n > 0 {
 		ss.reportSuppressed(n)
@@ -205,7 +207,7 @@ func (ss *session) end(code int) {
 	}
 	// Publish while the session is still known, so its owner's event
 	// stream (filtered by session) gets the end too.
-	e := Event{Type: EventSessionEnded, Session: ss.info.Name, Message: fmt.Sprintf("session %s ended", ss.info.Name)}
+	e := audit.Event{Type: audit.SessionEnded, Session: ss.info.Name, Message: fmt.Sprintf("session %s ended", ss.info.Name)}
 	if code >= 0 {
 		e.Exit = &code
 	}
@@ -223,7 +225,7 @@ func (ss *session) end(code int) {
 }
 
 // infoNow is the session's info with live counters.
-func (ss *session) infoNow() SessionInfo {
+func (ss *session) infoNow() api.SessionInfo {
 	info := ss.info
 	if ss.s == nil {
 		return info // ended before this daemon started (endedWhileDown)
@@ -241,7 +243,7 @@ func (ss *session) infoNow() SessionInfo {
 		info.LearnedIPs = r.LearnedCount()
 	}
 	ss.mu.Lock()
-	info.Recent = append([]Event(nil), ss.recent...)
+	info.Recent = append([]audit.Event(nil), ss.recent...)
 	ss.mu.Unlock()
 	return info
 }
@@ -271,15 +273,15 @@ func (s *Server) adoptAll() {
 				_ = os.Remove(path)
 				continue
 			}
-			s.emit(Event{Type: EventSessionEnded, Session: r.Name, Message: fmt.Sprintf("session %s not adopted: %v", r.Name, err)})
+			s.emit(audit.Event{Type: audit.SessionEnded, Session: r.Name, Message: fmt.Sprintf("session %s not adopted: %v", r.Name, err)})
 			_ = os.Remove(path)
 		}
 	}
 }
 
 func (s *Server) adopt(r record) error {
-	ss := &session{srv: s, limit: NewEventLimiter(), done: make(chan struct{}), started: closedChan(),
-		info: SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
+	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(),
+		info: api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)
 		if err != nil {
@@ -305,31 +307,8 @@ func (s *Server) adopt(r record) error {
 	s.mu.Unlock()
 	_ = ss.save()
 	go ss.waitCommand()
-	s.emit(Event{Type: EventSessionAdopted, Session: r.Name, Message: fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)})
+	s.emit(audit.Event{Type: audit.SessionAdopted, Session: r.Name, Message: fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)})
 	return nil
-}
-
-// intersect is the part of requested that the machine allows; nil
-// requested means "everything the machine allows".
-func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
-	if requested == nil {
-		return machine
-	}
-	var keep []allowlist.Entry
-	for _, e := range requested.Entries() {
-		one, err := allowlist.New([]allowlist.Entry{e})
-		if err != nil {
-			continue
-		}
-		if _, err := one.Narrow(machine); err == nil {
-			keep = append(keep, e)
-		}
-	}
-	p, err := allowlist.New(keep)
-	if err != nil {
-		p, _ = allowlist.New(nil)
-	}
-	return p
 }
 
 func closedChan() chan struct{} {

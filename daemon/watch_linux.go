@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/audit"
 )
 
 // fileStamp identifies a version of the allowlist file cheaply: editors
@@ -63,7 +64,7 @@ func (s *Server) reload(actor *uint32) {
 	}
 	if err != nil {
 		s.metrics.policy.WithLabelValues("invalid").Inc()
-		s.emit(Event{Type: EventPolicyInvalid, Actor: actor, Reason: err.Error(),
+		s.emit(audit.Event{Type: audit.PolicyInvalid, Actor: actor, Reason: err.Error(),
 			Message: "allowlist not applied, the last good policy stays in force: " + err.Error()})
 		return
 	}
@@ -91,7 +92,7 @@ func (s *Server) apply(p *allowlist.Policy, actor *uint32, what string) {
 	if err := errors.Join(errs...); err != nil {
 		msg += "; errors: " + err.Error()
 	}
-	s.emit(Event{Type: EventPolicyChanged, Actor: actor, Entries: entries, Message: msg})
+	s.emit(audit.Event{Type: audit.PolicyChanged, Actor: actor, Entries: entries, Message: msg})
 }
 
 // writeAllowlist replaces the file atomically and applies it at once (the

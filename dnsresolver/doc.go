@@ -15,7 +15,8 @@
 //     link-local (cloud metadata lives there), CGNAT, multicast,
 //     unspecified or reserved are removed from the answer and not learned,
 //     unless the matching allowlist entry has allow_private. IPv4-mapped,
-//     NAT64 and 6to4 addresses are judged by the IPv4 address inside.
+//     NAT64 and 6to4 addresses are judged by the IPv4 address inside. The
+//     rules live in addrclass, which the allowlist proxy applies too.
 //   - HTTPS/SVCB records keep their other parameters but lose their
 //     ipv4hint/ipv6hint: hints would be addresses nobody learned, and
 //     clients fall back to A/AAAA, which are learned.

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/sluice-dev/sluice/addrclass"
 )
 
 // maxChain bounds how many CNAMEs are followed: a loop or an absurdly long
@@ -81,7 +83,7 @@ func FilterAnswer(resp *dns.Msg, qname string, allowPrivate bool) (learn []Learn
 		if _, isA := rr.(*dns.A); isA || isAAAA(rr) {
 			// An empty RDATA unpacks to no address: never learned,
 			// whatever allowPrivate says.
-			if why, bad := Rebinding(addr); bad && (!allowPrivate || !addr.IsValid()) {
+			if why, bad := addrclass.Rebinding(addr); bad && (!allowPrivate || !addr.IsValid()) {
 				dropped = append(dropped, Dropped{Name: owner, Addr: addr, Why: why})
 				continue
 			}

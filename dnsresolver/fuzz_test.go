@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/sluice-dev/sluice/addrclass"
 )
 
 // packMsg builds a packed upstream answer for seeds.
@@ -143,7 +145,7 @@ func checkFilterAnswer(t *testing.T, data []byte) {
 			if !l.Addr.IsValid() || l.Addr.Is4In6() || l.Addr.Zone() != "" {
 				t.Fatalf("allowPrivate=%v: learned %v", allowPrivate, l.Addr)
 			}
-			if why, bad := Rebinding(l.Addr); bad && !allowPrivate {
+			if why, bad := addrclass.Rebinding(l.Addr); bad && !allowPrivate {
 				t.Fatalf("learned rebinding address %v (%s)", l.Addr, why)
 			}
 			if !answered[l.Addr] {
@@ -151,7 +153,7 @@ func checkFilterAnswer(t *testing.T, data []byte) {
 			}
 		}
 		for _, d := range dropped {
-			if _, bad := Rebinding(d.Addr); !bad {
+			if _, bad := addrclass.Rebinding(d.Addr); !bad {
 				t.Fatalf("dropped the good address %v", d.Addr)
 			}
 			if allowPrivate && d.Addr.IsValid() {

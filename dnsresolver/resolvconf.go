@@ -1,72 +1,64 @@
 package dnsresolver
 
 import (
-	"bufio"
 	"fmt"
 	"net/netip"
-	"os"
+	"strconv"
 	"strings"
+
+	"github.com/miekg/dns"
 )
 
-// SystemUpstreams reads the nameserver lines of a resolv.conf file. Zone
-// indices are dropped; a file without nameservers is an error that says how
-// to pass one.
+// SystemUpstreams reads the nameserver lines of a resolv.conf file (parsed
+// by miekg/dns, as the resolver's wire format is). Lines that are not IP
+// addresses are skipped and zone indices dropped; a file without
+// nameservers is an error that says how to pass one.
 func SystemUpstreams(path string) ([]string, error) {
-	f, err := os.Open(path)
+	c, err := dns.ClientConfigFromFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read DNS upstreams: %w (pass --dns-upstream ADDR[:PORT])", err)
 	}
-	defer f.Close()
-	ups, err := parseResolvConf(bufio.NewScanner(f))
-	if err != nil {
-		return nil, fmt.Errorf("read DNS upstreams from %s: %w", path, err)
-	}
+	ups := upstreamsOf(c)
 	if len(ups) == 0 {
 		return nil, fmt.Errorf("no nameserver in %s: pass --dns-upstream ADDR[:PORT]", path)
 	}
 	return ups, nil
 }
 
-func parseResolvConf(sc *bufio.Scanner) ([]string, error) {
+// upstreamsOf turns a resolv.conf's servers into host:port upstreams.
+func upstreamsOf(c *dns.ClientConfig) []string {
+	port, err := strconv.ParseUint(c.Port, 10, 16)
+	if err != nil || port == 0 {
+		port = 53
+	}
 	var ups []string
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 || f[0] != "nameserver" {
-			continue
-		}
-		a, err := netip.ParseAddr(f[1])
+	for _, s := range c.Servers {
+		a, err := netip.ParseAddr(s)
 		if err != nil {
 			continue
 		}
-		ups = append(ups, netip.AddrPortFrom(a.WithZone(""), 53).String())
+		ups = append(ups, netip.AddrPortFrom(a.WithZone(""), uint16(port)).String())
 	}
-	return ups, sc.Err()
+	return ups
 }
 
 // SearchDomains reads the search list of a resolv.conf file (the last
 // "search" or "domain" line wins, as in glibc), normalised to lower case
-// without the trailing dot. A missing file has none.
+// without the trailing dot. A missing or unreadable file has none.
 func SearchDomains(path string) []string {
-	f, err := os.Open(path)
+	c, err := dns.ClientConfigFromFile(path)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	return parseSearch(bufio.NewScanner(f))
+	return searchOf(c)
 }
 
-func parseSearch(sc *bufio.Scanner) []string {
-	var search []string
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 || (f[0] != "search" && f[0] != "domain") {
-			continue
-		}
-		search = search[:0:0]
-		for _, d := range f[1:] {
-			if d = strings.ToLower(strings.TrimSuffix(d, ".")); d != "" {
-				search = append(search, d)
-			}
+// searchOf normalises a resolv.conf's search list.
+func searchOf(c *dns.ClientConfig) []string {
+	search := []string{}
+	for _, d := range c.Search {
+		if d = strings.ToLower(strings.TrimSuffix(d, ".")); d != "" {
+			search = append(search, d)
 		}
 	}
 	return search

@@ -3,6 +3,7 @@ package dnsresolver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 
 // Resolve computes the reply to req from client. It never returns nil.
 func (r *Resolver) Resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) *dns.Msg {
-	m, how := r.resolve(ctx, req, client)
+	m, how, _ := r.resolve(ctx, req, client, nil)
 	r.count(how, m.Rcode)
 	return m
 }
@@ -47,12 +48,17 @@ func (r *Resolver) count(how string, rcode int) {
 	}
 }
 
-func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort) (*dns.Msg, string) {
+// resolve is Resolve without the counting; for an answer that is an error
+// (REFUSED, SERVFAIL...) it also says why, for in-process callers
+// (LookupNetIP) that have no event stream to read it from.
+// dropped, if not nil, collects what the rebinding filter removed from a
+// fresh answer.
+func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrPort, dropped *[]Dropped) (*dns.Msg, string, error) {
 	if req.Opcode != dns.OpcodeQuery {
-		return reply(req, dns.RcodeNotImplemented), ""
+		return reply(req, dns.RcodeNotImplemented), "", errors.New("only standard queries are answered")
 	}
 	if len(req.Question) != 1 {
-		return reply(req, dns.RcodeFormatError), ""
+		return reply(req, dns.RcodeFormatError), "", errors.New("a query must ask one question")
 	}
 	q := req.Question[0]
 	qtype := typeString(q.Qtype)
@@ -63,25 +69,25 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 			reason = "only class IN is answered"
 		}
 		r.event(Event{Kind: EventRefused, Name: printable(q.Name), QType: qtype, Client: client, Reason: reason})
-		return reply(req, dns.RcodeRefused), ""
+		return reply(req, dns.RcodeRefused), "", fmt.Errorf("%w: %s: %s", ErrRefused, printable(q.Name), reason)
 	}
 	// name is normalised already: no second pass through IsLoopbackName.
 	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
-		return localhostReply(req), "local"
+		return localhostReply(req), "local", nil
 	}
 	if q.Qtype == dns.TypePTR {
 		m := r.ptr(req, name, client)
 		if m.Rcode == dns.RcodeSuccess {
-			return m, "local"
+			return m, "local", nil
 		}
-		return m, ""
+		return m, "", fmt.Errorf("%w: reverse lookups are answered only for addresses this session learned", ErrRefused)
 	}
 
 	entry, ok := r.policy.Load().MatchName(name)
 	if !ok {
 		r.event(Event{Kind: EventRefused, Audit: r.cfg.Audit, Name: name, QType: qtype, Client: client, Reason: ReasonNotAllowed})
 		if !r.cfg.Audit {
-			return reply(req, dns.RcodeRefused), ""
+			return reply(req, dns.RcodeRefused), "", fmt.Errorf("%w: %s is %s", ErrRefused, name, ReasonNotAllowed)
 		}
 	}
 	fqdn := dns.Fqdn(name)
@@ -92,7 +98,7 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	key := keyOf(name, q.Qtype, q.Qclass, do)
 	now := r.cfg.Clock()
 	if m := r.cache.get(key, now); m != nil {
-		return finishOwned(req, m), "cached" // m is already a private copy
+		return finishOwned(req, m), "cached", nil // m is already a private copy
 	}
 
 	up := new(dns.Msg)
@@ -107,14 +113,14 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	resp, err := r.forward(fctx, up)
 	if err != nil {
 		r.event(Event{Kind: EventUpstreamFailed, Name: name, QType: qtype, Client: client, Reason: err.Error()})
-		return reply(req, dns.RcodeServerFailure), ""
+		return reply(req, dns.RcodeServerFailure), "", err
 	}
 
-	ans, ok := r.accept(answerContext{name: name, qtype: q.Qtype, key: key, allowPrivate: entry.AllowPrivate, client: client}, resp, now)
-	if !ok {
-		return reply(req, dns.RcodeServerFailure), ""
+	ans, err := r.accept(answerContext{name: name, qtype: q.Qtype, key: key, allowPrivate: entry.AllowPrivate, client: client, dropped: dropped}, resp, now)
+	if err != nil {
+		return reply(req, dns.RcodeServerFailure), "", err
 	}
-	return finish(req, ans.message()), "forwarded"
+	return finish(req, ans.message()), "forwarded", nil
 }
 
 // answerContext is what accept needs to know about the query an upstream
@@ -125,13 +131,14 @@ type answerContext struct {
 	key          cacheKey
 	allowPrivate bool // the matching entry's
 	client       netip.AddrPort
+	dropped      *[]Dropped // if not nil, receives what the filter removed
 }
 
 // accept filters resp, an upstream's answer, clamps its TTLs, teaches the
 // datapath its addresses and caches it; the packed answer is what the
-// client may be told. ok is false when the answer must become a SERVFAIL
+// client may be told. An error means the answer must become a SERVFAIL
 // (the per-name cap or the map is full; the event is raised here).
-func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (ans *packedAnswer, ok bool) {
+func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (ans *packedAnswer, err error) {
 	fqdn := dns.Fqdn(c.name)
 	allowPrivate := c.allowPrivate
 	if r.cfg.Audit {
@@ -143,6 +150,9 @@ func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (an
 		allowPrivate = true
 	}
 	learn, dropped := FilterAnswer(resp, fqdn, allowPrivate)
+	if c.dropped != nil {
+		*c.dropped = append(*c.dropped, dropped...)
+	}
 	for _, d := range dropped {
 		r.event(Event{Kind: EventRebinding, Name: d.Name, QType: typeString(c.qtype), Addr: d.Addr, Client: c.client, Reason: d.Why})
 	}
@@ -167,22 +177,22 @@ func (r *Resolver) accept(c answerContext, resp *dns.Msg, now time.Duration) (an
 
 	// An answer that does not pack (it unpacked, so this is unexpected)
 	// is still given to the client through the general path, uncached.
-	ans, err := packAnswer(resp)
-	cacheable := err == nil && (resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError)
-	if err != nil {
+	ans, perr := packAnswer(resp)
+	cacheable := perr == nil && (resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError)
+	if perr != nil {
 		ans = &packedAnswer{}
 		ans.once.Do(func() { ans.msg = resp })
 	}
-	if !r.commit(c, learn, ans, cacheable, cacheTTL, now) {
-		return nil, false
+	if err := r.commit(c, learn, ans, cacheable, cacheTTL, now); err != nil {
+		return nil, err
 	}
-	return ans, true
+	return ans, nil
 }
 
 // commit teaches the datapath the addresses of an accepted answer, then
-// caches it for cacheTTL seconds if cacheable. false means SERVFAIL (the
-// per-name cap or the map is full; the event is raised here).
-func (r *Resolver) commit(c answerContext, learn []Learned, ans *packedAnswer, cacheable bool, cacheTTL uint32, now time.Duration) bool {
+// caches it for cacheTTL seconds if cacheable. An error means SERVFAIL
+// (the per-name cap or the map is full; the event is raised here).
+func (r *Resolver) commit(c answerContext, learn []Learned, ans *packedAnswer, cacheable bool, cacheTTL uint32, now time.Duration) error {
 	maxTTL := uint32(r.cfg.MaxTTL / time.Second)
 	minTTL := uint32(r.cfg.MinTTL / time.Second)
 	if len(learn) > 0 {
@@ -200,13 +210,13 @@ func (r *Resolver) commit(c answerContext, learn []Learned, ans *packedAnswer, c
 				kind = EventCapReached
 			}
 			r.event(Event{Kind: kind, Name: c.name, QType: typeString(c.qtype), Client: c.client, Reason: err.Error()})
-			return false
+			return err
 		}
 	}
 	if cacheable {
 		r.cache.put(c.key, ans, now, time.Duration(cacheTTL)*time.Second)
 	}
-	return true
+	return nil
 }
 
 // typeString names a query type for events.

@@ -356,8 +356,8 @@ func (r *Resolver) answered(pq *pendingQuery, resp *dns.Msg, out map[*udpListene
 	if r.cfg.ObserveUpstream != nil {
 		r.cfg.ObserveUpstream(time.Since(pq.sent))
 	}
-	ans, ok := r.accept(pq.answerContext(), resp, r.cfg.Clock())
-	r.reply(pq, ans, ok, out)
+	ans, err := r.accept(pq.answerContext(), resp, r.cfg.Clock())
+	r.reply(pq, ans, err == nil, out)
 }
 
 // answeredWire finishes pq with an answer acceptWire took: nothing was
@@ -366,8 +366,8 @@ func (r *Resolver) answeredWire(pq *pendingQuery, ans *packedAnswer, learn []Lea
 	if r.cfg.ObserveUpstream != nil {
 		r.cfg.ObserveUpstream(time.Since(pq.sent))
 	}
-	ok := r.commit(pq.answerContext(), learn, ans, true, minTTL, r.cfg.Clock())
-	r.reply(pq, ans, ok, out)
+	err := r.commit(pq.answerContext(), learn, ans, true, minTTL, r.cfg.Clock())
+	r.reply(pq, ans, err == nil, out)
 }
 
 func (pq *pendingQuery) answerContext() answerContext {

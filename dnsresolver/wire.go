@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/miekg/dns"
+
+	"github.com/sluice-dev/sluice/addrclass"
 )
 
 // The UDP fast path reads queries and writes cached answers as bytes: on a
@@ -366,7 +368,7 @@ func acceptWire(b []byte, q *wireQuery, maxTTL uint32, allowPrivate bool) (ans *
 		}
 		ttl := binary.BigEndian.Uint32(b[off+4:])
 		addr, _ := netip.AddrFromSlice(b[off+10 : off+10+rdlen])
-		if _, bad := Rebinding(addr); bad && !allowPrivate {
+		if _, bad := addrclass.Rebinding(addr); bad && !allowPrivate {
 			return nil, nil, 0, false
 		}
 		learn = append(learn, Learned{Addr: addr.Unmap(), TTL: ttl})

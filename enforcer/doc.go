@@ -3,7 +3,7 @@
 // (a cgroup plus its policy in the datapath), spawns the confined command
 // into it only after verifying that the programs are in force there, and
 // tears the session down again. `sluice run` uses it in-process (the
-// embedded enforcer); the daemon will use it for all of its sessions.
+// embedded enforcer); the daemon uses it for all of its sessions.
 //
 // Decisions:
 //   - The policy is written to the datapath before anything is spawned, and
@@ -15,4 +15,11 @@
 //     its confined processes keep running under the pinned datapath; the
 //     next Open reclaims the session only once its cgroup is empty, so
 //     leftovers never become unconfined and never accumulate.
+//   - There is one way to start a session's command: the caller describes
+//     it (CommandSpec) and Session.Start builds and spawns it. The build
+//     (command.go) is platform-free and unit-tested: it adds the session's
+//     name and proxy variables and routes the command through the
+//     socket-family shim. Whatever else confines a session's processes
+//     (namespaces, a private /proc, hidden paths) belongs in that builder,
+//     so the embedded enforcer and the daemon cannot drift apart.
 package enforcer

@@ -15,6 +15,9 @@ import (
 // it cannot be found (the process may be gone already). It reads /proc, so
 // callers use it only for lines they are going to print.
 func (s *Session) SocketOwner(local netip.AddrPort) string {
+	if !local.IsValid() {
+		return "" // the session's proxy asked, not a program
+	}
 	pids, err := s.cg.Procs()
 	if err != nil {
 		return ""

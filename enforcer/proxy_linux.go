@@ -19,11 +19,21 @@ type ProxyOptions struct {
 // startProxy serves the session's proxy on a kernel-chosen loopback port
 // and registers its port, and the resolver's, as this session's own: the
 // datapath refuses other sessions' connects to them.
+//
+// The proxy resolves names with the session's resolver, in process: the
+// session's upstreams (--dns-upstream, or the daemon's settings), its
+// rebinding filter, learned set and cache. The host's resolv.conf may name
+// a server the session's network cannot reach, and a second resolver
+// could answer differently from the one the session's programs use.
 func (s *Session) startProxy(opts Options) error {
-	p, err := proxy.New(proxy.Config{
+	cfg := proxy.Config{
 		Policy:  func() *allowlist.Policy { return s.Policy() },
 		OnEvent: opts.Proxy.OnEvent,
-	})
+	}
+	if s.resolver != nil {
+		cfg.Resolve = s.resolver.LookupNetIP
+	}
+	p, err := proxy.New(cfg)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}

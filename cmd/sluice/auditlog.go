@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
@@ -14,21 +14,21 @@ import (
 // start and end, as JSON lines in the daemon's audit format
 // (docs/audit.md), so a CI job can keep them as an artifact.
 type runAudit struct {
-	log     *daemon.AuditLog // nil: no --audit-log
+	log     *audit.Log // nil: no --audit-log
 	session string
 	// ready is closed once session_started is written: a denial racing
 	// the start waits for it (a while), so the log tells the story in order.
 	ready     chan struct{}
 	readyOnce sync.Once
-	limit     *daemon.EventLimiter // deny lines, as the daemon limits them
+	limit     *audit.Limiter // deny lines, as the daemon limits them
 }
 
 func openRunAudit(path string) (*runAudit, error) {
-	a := &runAudit{ready: make(chan struct{}), limit: daemon.NewEventLimiter()}
+	a := &runAudit{ready: make(chan struct{}), limit: audit.NewLimiter()}
 	if path == "" {
 		return a, nil
 	}
-	l, err := daemon.OpenAuditLog(path)
+	l, err := audit.OpenLog(path)
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log: %w", err)
 	}
@@ -38,11 +38,11 @@ func openRunAudit(path string) (*runAudit, error) {
 
 func (a *runAudit) on() bool { return a.log != nil }
 
-func (a *runAudit) write(e daemon.Event) {
+func (a *runAudit) write(e audit.Event) {
 	if a.log == nil {
 		return
 	}
-	if e.Type != daemon.EventSessionStarted {
+	if e.Type != audit.SessionStarted {
 		select {
 		case <-a.ready:
 		case <-time.After(time.Second):
@@ -53,13 +53,13 @@ func (a *runAudit) write(e daemon.Event) {
 	if e.Session == "" {
 		e.Session = a.session
 	}
-	if e.Type != daemon.EventSessionStarted && e.Type != daemon.EventSessionEnded {
+	if e.Type != audit.SessionStarted && e.Type != audit.SessionEnded {
 		ok, report := a.limit.Allow(time.Now())
 		if !ok {
 			return
 		}
 		if report > 0 {
-			a.log.Write(daemon.SuppressedEvent(a.session, report))
+			a.log.Write(audit.SuppressedEvent(a.session, report))
 		}
 	}
 	a.log.Write(e)
@@ -67,7 +67,7 @@ func (a *runAudit) write(e daemon.Event) {
 
 // proxyEvent writes a refusal of the session's proxy.
 func (a *runAudit) proxyEvent(ev proxy.Event) {
-	if e, ok := daemon.ProxyEvent("", ev); ok {
+	if e, ok := audit.FromProxy("", ev); ok {
 		a.write(e)
 	}
 }
@@ -75,7 +75,7 @@ func (a *runAudit) proxyEvent(ev proxy.Event) {
 // started writes session_started: the command's pid, the uid it runs as,
 // and the session's policy.
 func (a *runAudit) started(pid int, uid uint32, exe string, entries []string, argv0 string) {
-	a.write(daemon.Event{Type: daemon.EventSessionStarted, Session: a.session, PID: uint32(pid), UID: &uid, Exe: exe,
+	a.write(audit.Event{Type: audit.SessionStarted, Session: a.session, PID: uint32(pid), UID: &uid, Exe: exe,
 		Entries: entries, Message: fmt.Sprintf("session %s started: %s", a.session, argv0)})
 	a.readyOnce.Do(func() { close(a.ready) })
 }
@@ -95,9 +95,9 @@ func (a *runAudit) ended(waitErr error) {
 		return
 	}
 	if n := a.limit.Flush(); n > 0 {
-		a.log.Write(daemon.SuppressedEvent(a.session, n))
+		a.log.Write(audit.SuppressedEvent(a.session, n))
 	}
-	a.write(daemon.Event{Type: daemon.EventSessionEnded, Session: a.session, Exit: &code, Message: fmt.Sprintf("session %s ended", a.session)})
+	a.write(audit.Event{Type: audit.SessionEnded, Session: a.session, Exit: &code, Message: fmt.Sprintf("session %s ended", a.session)})
 }
 
 func (a *runAudit) close() {

@@ -14,8 +14,8 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/cgroups"
-	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/landlock"
 )
@@ -90,7 +90,7 @@ func runChecks() []checkResult {
 		}
 	}
 	if client().Available(context.Background()) {
-		bpfMode = "available through the daemon at " + daemon.SocketPath(socketFlag)
+		bpfMode = "available through the daemon at " + api.SocketPath(socketFlag)
 	}
 	rs = append(rs, checkResult{name: "mode bpf", status: modeStatus(bpfMode), detail: bpfMode})
 	llMode := "available (Landlock TCP rules and seccomp)"

@@ -14,10 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 )
 
-func client() *daemon.Client { return daemon.NewClient(daemon.SocketPath(socketFlag)) }
+func client() *api.Client { return api.NewClient(api.SocketPath(socketFlag)) }
 
 func newSessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -78,7 +79,7 @@ func newEventsCmd() *cobra.Command {
 				defer cancel()
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
-			return client().Events(ctx, func(e daemon.Event) {
+			return client().Events(ctx, func(e audit.Event) {
 				if asJSON {
 					_ = enc.Encode(e)
 					return
@@ -101,7 +102,7 @@ func newAllowCmd() *cobra.Command {
   sluice allow '*.githubusercontent.com' 203.0.113.0/24`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := client().Allow(cmd.Context(), daemon.AllowRequest{Entries: args, Owner: owner}); err != nil {
+			if err := client().Allow(cmd.Context(), api.AllowRequest{Entries: args, Owner: owner}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "sluice: allowed %s\n", strings.Join(args, " "))
@@ -118,7 +119,7 @@ func newDenyCmd() *cobra.Command {
 		Short: "Remove entries from the machine allowlist, whoever added them",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := client().Deny(cmd.Context(), daemon.AllowRequest{Entries: args}); err != nil {
+			if err := client().Deny(cmd.Context(), api.AllowRequest{Entries: args}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "sluice: removed %s\n", strings.Join(args, " "))

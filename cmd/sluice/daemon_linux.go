@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/enforcer"
 )
@@ -71,7 +72,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	}
 	cfg := daemon.Config{
 		AllowlistPath: pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
-		SocketPath:    pick(socketFlag, fc.Socket, daemon.SocketPath("")),
+		SocketPath:    pick(socketFlag, fc.Socket, api.SocketPath("")),
 		StateDir:      pick(o.stateDir, fc.StateDir, ""),
 		Upstreams:     ups,
 		AuditLog:      pick(o.auditLog, fc.AuditLog, "/var/log/sluice/audit.jsonl"),

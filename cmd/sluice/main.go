@@ -1,5 +1,11 @@
 // Command sluice confines AI agents and the processes they start to
 // loopback and the hosts their user allowed, enforced in the kernel.
+//
+// It holds the cobra commands and nothing else. `sluice run` uses
+// package enforcer in-process (embedded mode) or package api to reach a
+// daemon; audit lines go through package audit either way. The daemon's
+// server (package daemon) is reached only from `sluice daemon`
+// (daemon_linux.go), a rule imports_test.go holds.
 package main
 
 import (

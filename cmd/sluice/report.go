@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
@@ -80,27 +80,27 @@ func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
 }
 
 // ReportDaemon accounts for an event streamed by the daemon.
-func (r *reporter) ReportDaemon(e daemon.Event) {
+func (r *reporter) ReportDaemon(e audit.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e.Type {
-	case daemon.EventEgressDenied:
+	case audit.EgressDenied:
 		r.denied++
 		r.dests[e.Dst+":"+fmt.Sprint(e.Port)] = true
-	case daemon.EventEgressAudit:
+	case audit.EgressAudit:
 		r.audited++
 		r.auditDests[e.Dst+":"+fmt.Sprint(e.Port)] = true
-	case daemon.EventDNSRefused:
+	case audit.DNSRefused:
 		r.dnsRefused++
-	case daemon.EventProxyRefused:
+	case audit.ProxyRefused:
 		r.denied++
 		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
-	case daemon.EventSessionStarted, daemon.EventSessionEnded:
+	case audit.SessionStarted, audit.SessionEnded:
 		return
 	}
 	r.suggest.addEvent(e)
 	r.print(func() string {
-		if e.Comm != "" && (e.Type == daemon.EventDNSRefused || e.Type == daemon.EventDNSAudit) {
+		if e.Comm != "" && (e.Type == audit.DNSRefused || e.Type == audit.DNSAudit) {
 			return e.Message + " (asked by " + e.Comm + ")"
 		}
 		return e.Message

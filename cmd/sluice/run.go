@@ -126,7 +126,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.user, "user", "", "run the command as USER[:GROUP] (names or numeric ids; default: the sudo user)")
 	f.Int64Var(&o.pidsMax, "pids-max", 0, "limit the number of processes in the session (cgroup pids.max)")
 	f.StringVar(&o.memoryMax, "memory-max", "", "limit the session's memory, e.g. 512M or 2G (cgroup memory.max)")
-	f.StringArrayVar(&o.dnsUpstreams, "dns-upstream", nil, "forward allowed names to this DNS server, ADDR[:PORT] (repeatable; default: the host's resolv.conf)")
+	f.StringArrayVar(&o.dnsUpstreams, "dns-upstream", nil, "forward allowed names, the proxy's lookups included, to this DNS server, ADDR[:PORT] (repeatable; default: the host's resolv.conf, or in landlock and proxy modes the system's resolver)")
 	f.DurationVar(&o.dnsTTLMin, "dns-ttl-min", dnsresolver.DefaultMinTTL, "learn answers for at least this long")
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
 	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")

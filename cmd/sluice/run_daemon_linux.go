@@ -15,12 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 )
 
 // runViaDaemon runs the command in a session of the running daemon, which
 // spawns it with this process's stdin, stdout and stderr.
-func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
+func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
 	stderr := cmd.ErrOrStderr()
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -29,7 +30,7 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 	if len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") {
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
-	req := daemon.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ(), NoProxyEnv: o.noProxyEnv}
+	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ(), NoProxyEnv: o.noProxyEnv}
 	// --allow entries as strings; the file as it is, so allow_private and
 	// owners survive (the daemon parses it, and policy already did here).
 	_ = policy
@@ -56,11 +57,11 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		}
 	}
 
-	audit, err := openRunAudit(o.auditLog)
+	alog, err := openRunAudit(o.auditLog)
 	if err != nil {
 		return &exitError{code: exitSluiceError, err: err}
 	}
-	defer audit.close()
+	defer alog.close()
 	rep := newReporter(stderr)
 	// The suggestion builds on what the session was given: the entries
 	// asked for, or without any, the machine allowlist it got.
@@ -79,22 +80,22 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 			}
 		}
 	}()
-	onEvent := func(e daemon.Event) {
+	onEvent := func(e audit.Event) {
 		rep.ReportDaemon(e)
-		audit.write(e)
+		alog.write(e)
 	}
 	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
-		func(s daemon.SessionInfo) {
+		func(s api.SessionInfo) {
 			name.Store(s.Name)
 			if !askedFor {
 				if p, err := allowlist.FromStrings(s.Policy); err == nil {
 					base = p
 				}
 			}
-			audit.session = s.Name
-			audit.started(s.PID, s.UID, path, s.Policy, argv[0])
+			alog.session = s.Name
+			alog.started(s.PID, s.UID, path, s.Policy, argv[0])
 		}, onEvent)
-	var lost *daemon.StreamLostError
+	var lost *api.StreamLostError
 	if errors.As(err, &lost) {
 		code, err = reattach(cmd.Context(), c, lost.Session, o.reconnect, stderr, onEvent)
 	}
@@ -102,9 +103,9 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 		return &exitError{code: exitSluiceError, err: err}
 	}
 	if code == 0 {
-		audit.ended(nil)
+		alog.ended(nil)
 	} else {
-		audit.ended(&exitError{code: code})
+		alog.ended(&exitError{code: code})
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
@@ -120,7 +121,7 @@ func runViaDaemon(cmd *cobra.Command, c *daemon.Client, o runOptions, policy *al
 // the one that started it went away, and returns the command's exit
 // status. It says once that the daemon restarted. The session stays
 // confined whatever happens here: only this client gives up.
-func reattach(ctx context.Context, c *daemon.Client, name string, bound time.Duration, stderr io.Writer, onEvent func(daemon.Event)) (int, error) {
+func reattach(ctx context.Context, c *api.Client, name string, bound time.Duration, stderr io.Writer, onEvent func(audit.Event)) (int, error) {
 	said := false
 	deadline := time.Now().Add(bound)
 	for {
@@ -128,7 +129,7 @@ func reattach(ctx context.Context, c *daemon.Client, name string, bound time.Dur
 		// Only the wait for a daemon is bounded; once one answers, the
 		// command may run as long as it likes.
 		timer := time.AfterFunc(time.Until(deadline), cancel)
-		code, err := c.Wait(wctx, name, func(daemon.SessionInfo) {
+		code, err := c.Wait(wctx, name, func(api.SessionInfo) {
 			timer.Stop()
 			if !said {
 				said = true
@@ -140,12 +141,12 @@ func reattach(ctx context.Context, c *daemon.Client, name string, bound time.Dur
 		switch {
 		case err == nil:
 			return code, nil
-		case errors.Is(err, daemon.ErrSessionStreamLost):
+		case errors.Is(err, api.ErrSessionStreamLost):
 			// It went away again: a new bound for the next one.
 			deadline = time.Now().Add(bound)
-		case errors.Is(err, daemon.ErrNoSuchSession):
+		case errors.Is(err, api.ErrNoSuchSession):
 			return 0, fmt.Errorf("the daemon restarted and does not know session %s (sluice sessions)", name)
-		case !errors.Is(err, daemon.ErrNoDaemon) && ctx.Err() == nil && time.Now().Before(deadline):
+		case !errors.Is(err, api.ErrNoDaemon) && ctx.Err() == nil && time.Now().Before(deadline):
 			return 0, err
 		}
 		if ctx.Err() != nil {

@@ -13,8 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
-	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/userspace/landlock"
@@ -31,12 +32,12 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 
 	// An explicit socket means "through the daemon": falling back to the
 	// embedded enforcer would silently apply another policy.
-	explicit := socketFlag != "" || os.Getenv(daemon.SocketEnv) != ""
+	explicit := socketFlag != "" || os.Getenv(api.SocketEnv) != ""
 	if o.mode == "" || o.mode == modeBPF {
 		if c := client(); c.Available(cmd.Context()) {
 			return runViaDaemon(cmd, c, o, policy, memMax, argv)
 		} else if explicit {
-			return fail(fmt.Errorf("no sluice daemon answers on %s", daemon.SocketPath(socketFlag)))
+			return fail(fmt.Errorf("no sluice daemon answers on %s", api.SocketPath(socketFlag)))
 		}
 	}
 	var why []string
@@ -84,11 +85,11 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		return fail(err)
 	}
 	defer e.Close()
-	audit, err := openRunAudit(o.auditLog)
+	alog, err := openRunAudit(o.auditLog)
 	if err != nil {
 		return fail(err)
 	}
-	defer audit.close()
+	defer alog.close()
 	fmt.Fprintln(stderr, "sluice: mode bpf: the kernel enforces the allowlist for the command and all it starts")
 	rep := newReporter(stderr)
 	var sess atomic.Pointer[enforcer.Session] // set before the command can ask anything
@@ -102,8 +103,8 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs,
 		OnEvent: func(ev dnsresolver.Event) {
 			rep.ReportDNS(ev, func() string { return owner(ev) })
-			if audit.on() {
-				audit.write(daemon.DNSEvent("", ev, owner(ev)))
+			if alog.on() {
+				alog.write(audit.FromDNS("", ev, owner(ev)))
 			}
 		},
 	}
@@ -111,7 +112,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	if !o.noProxyEnv {
 		prox = &enforcer.ProxyOptions{OnEvent: func(ev proxy.Event) {
 			rep.ReportProxy(ev)
-			audit.proxyEvent(ev)
+			alog.proxyEvent(ev)
 		}}
 	}
 	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox})
@@ -119,7 +120,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		return fail(err)
 	}
 	// Events can come only once the command runs, after this.
-	audit.session = s.Name()
+	alog.session = s.Name()
 	sess.Store(s)
 	defer func() {
 		if err := s.Close(); err != nil {
@@ -138,12 +139,12 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 				return // flushed and drained, or closed
 			}
 			rep.Report(ev)
-			if audit.on() {
+			if alog.on() {
 				var learnedFrom func(netip.Addr) []string
 				if r := s.Resolver(); r != nil {
 					learnedFrom = r.LearnedFrom
 				}
-				audit.write(daemon.KernelEvent(s.Name(), ev, learnedFrom))
+				alog.write(audit.FromKernel(s.Name(), ev, learnedFrom))
 			}
 		}
 	})
@@ -165,7 +166,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		for _, en := range s.Policy().Entries() {
 			entries = append(entries, en.String())
 		}
-		audit.started(c.Process.Pid, spawn.UID, path, entries, argv[0])
+		alog.started(c.Process.Pid, spawn.UID, path, entries, argv[0])
 		return c, nil
 	})
 	if !started {
@@ -176,7 +177,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	_ = s.Kill()
 	_ = s.FlushEvents()
 	readers.Wait()
-	audit.ended(waitErr)
+	alog.ended(waitErr)
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}

@@ -36,10 +36,17 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	// No cgroup names this session: the mode and sluice's pid do.
 	audit.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
 	rep := newReporter(stderr)
-	p, err := proxy.New(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
+	res, err := userspaceResolver(o, policy, rep, audit)
+	if err != nil {
+		return fail(err)
+	}
+	if res != nil {
+		defer res.Close()
+	}
+	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
 		rep.ReportProxy(ev)
 		audit.proxyEvent(ev)
-	}})
+	}}, res))
 	if err != nil {
 		return fail(err)
 	}

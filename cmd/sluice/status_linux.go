@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
 )
@@ -18,7 +18,7 @@ func status(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "daemon: sluice %s on %s\nallowlist: %s (%d entries)\nsessions: %d\n", st.Version, daemon.SocketPath(socketFlag), st.Allowlist, st.Entries, st.Sessions)
+		fmt.Fprintf(w, "daemon: sluice %s on %s\nallowlist: %s (%d entries)\nsessions: %d\n", st.Version, api.SocketPath(socketFlag), st.Allowlist, st.Entries, st.Sessions)
 		return nil
 	}
 	if os.Geteuid() != 0 {

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 )
@@ -112,21 +112,21 @@ func (s *suggestion) addProxy(host, reason string) {
 // addEvent remembers what an audit event (docs/audit.md) was refused: the
 // same events `sluice run` streams from the daemon and `sluice suggest`
 // reads from an audit log.
-func (s *suggestion) addEvent(e daemon.Event) {
+func (s *suggestion) addEvent(e audit.Event) {
 	switch e.Type {
-	case daemon.EventEgressDenied, daemon.EventEgressAudit:
+	case audit.EgressDenied, audit.EgressAudit:
 		// Only "not in the allowlist": an expired learned address belongs
 		// to a name the policy already has; sockets have no address.
 		if a, err := netip.ParseAddr(e.Dst); err == nil && e.Reason == loader.ReasonNotAllowed.String() {
 			s.addAddr(a)
 		}
-	case daemon.EventDNSRefused, daemon.EventDNSAudit:
+	case audit.DNSRefused, audit.DNSAudit:
 		if e.Reason == dnsresolver.ReasonNotAllowed {
 			s.addName(e.Host)
 		}
-	case daemon.EventRebinding, daemon.EventRebindingAudit:
+	case audit.Rebinding, audit.RebindingAudit:
 		s.addPrivate(e.Host)
-	case daemon.EventProxyRefused:
+	case audit.ProxyRefused:
 		s.addProxy(e.Host, e.Reason)
 	}
 }

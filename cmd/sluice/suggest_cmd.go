@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/audit"
 )
 
 // maxAuditLine bounds one audit log line: the daemon's are well under it
@@ -103,7 +103,7 @@ func suggestFromAudit(r io.Reader, sessions []string) (sug *suggestion, entries 
 		if len(line) == 0 {
 			continue
 		}
-		var e daemon.Event
+		var e audit.Event
 		if err := json.Unmarshal(line, &e); err != nil {
 			return nil, nil, nil, fmt.Errorf("line %d: not an audit event: %w", n, err)
 		}
@@ -114,7 +114,7 @@ func suggestFromAudit(r io.Reader, sessions []string) (sug *suggestion, entries 
 			continue
 		}
 		seen[e.Session] = true
-		if e.Type == daemon.EventSessionStarted {
+		if e.Type == audit.SessionStarted {
 			entries = append(entries, e.Entries...)
 		}
 		sug.addEvent(e)

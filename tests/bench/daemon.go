@@ -325,7 +325,7 @@ func (d *daemonResult) describe(w io.Writer) {
 		rounds = fmt.Sprintf("%d rounds (of %d asked: the machine was too slow for the daemon part's %s budget)", len(d.wall.a), o.rounds, daemonBudget)
 	}
 	fmt.Fprintf(w, "Daemon rows: `sluice daemon` of this build, on an instance of its own, its allowlist 3 documentation CIDRs (each session's policy: 3 CIDR entries; no traffic), resolver upstream 127.0.0.1:1 (nothing is resolved). "+
-		"Session row: %s, arms alternating (A B, then B A); A runs `true` with exec as uid 65534, B sends `POST /v1/sessions` with daemon.Client.Run (user 65534:65534, stdio /dev/null) and waits for the exit line. "+
+		"Session row: %s, arms alternating (A B, then B A); A runs `true` with exec as uid 65534, B sends `POST /v1/sessions` with api.Client.Run (user 65534:65534, stdio /dev/null) and waits for the exit line. "+
 		"The client saw B's median split as %s from the request to the session line (checks, cgroup, datapath entries, resolver, record, spawn) and %s from there to the exit line (the command, its reaping, the session's teardown). "+
 		"The daemon spent %s of CPU per session (user+system, its children excluded) for %s of wall; the first session of a fresh daemon took %s.\n\n",
 		rounds, fmtNS(median(d.toSession)), fmtNS(median(d.toExit)), fmtNS(float64(d.cpuPerSession)), fmtNS(float64(d.wallPerSession)), fmtNS(float64(d.cold)))

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
 )
@@ -200,7 +200,7 @@ func startDaemon(ctx context.Context, sluice string, cfg enforcer.Config, dir st
 	cmd := exec.Command(sluice, "daemon", "--config", conf, "--socket", d.socket, "--allowlist", d.allow,
 		"--state-dir", cfg.StateDir, "--audit-log", d.audit, "--dns-upstream", "127.0.0.1:1")
 	cmd.Dir = "/"
-	cmd.Env = append(environWithout(enforcer.InstanceEnv, daemon.SocketEnv), enforcer.InstanceEnv+"="+cfg.CgroupName)
+	cmd.Env = append(environWithout(enforcer.InstanceEnv, api.SocketEnv), enforcer.InstanceEnv+"="+cfg.CgroupName)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Should the driver be killed outright, the daemon goes too; the next
 	// run removes what it left.
@@ -214,7 +214,7 @@ func startDaemon(ctx context.Context, sluice string, cfg enforcer.Config, dir st
 		close(d.exited)
 	}()
 
-	c := daemon.NewClient(d.socket)
+	c := api.NewClient(d.socket)
 	deadline := time.Now().Add(daemonStartTimeout)
 	for !c.Available(ctx) {
 		select {
@@ -330,14 +330,14 @@ func total(kinds map[string]int) int {
 type daemonHarness struct {
 	d         *daemonProc
 	cfg       enforcer.Config
-	ctl       *daemon.Client // sessions list and kills: one keep-alive connection
-	null      *os.File       // the sessions' stdin, stdout and stderr
+	ctl       *api.Client // sessions list and kills: one keep-alive connection
+	null      *os.File    // the sessions' stdin, stdout and stderr
 	truePath  string
 	sleepPath string
 }
 
 func newDaemonHarness(d *daemonProc, cfg enforcer.Config) (*daemonHarness, error) {
-	h := &daemonHarness{d: d, cfg: cfg, ctl: daemon.NewClient(d.socket)}
+	h := &daemonHarness{d: d, cfg: cfg, ctl: api.NewClient(d.socket)}
 	var err error
 	if h.truePath, err = exec.LookPath("true"); err != nil {
 		return nil, fmt.Errorf("find true: %w", err)
@@ -364,11 +364,11 @@ func (h *daemonHarness) close() { h.null.Close() }
 func (h *daemonHarness) run(ctx context.Context, timeout time.Duration, argv []string, started func(name string)) (wall, toSession time.Duration, code int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req := daemon.CreateRequest{Argv: argv, Path: argv[0], User: "65534:65534", Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}}
+	req := api.CreateRequest{Argv: argv, Path: argv[0], User: "65534:65534", Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}}
 	begin := time.Now()
 	// Run dials a connection of its own for every session, as `sluice
 	// run` does.
-	code, err = h.ctl.Run(ctx, req, [3]*os.File{h.null, h.null, h.null}, func(si daemon.SessionInfo) {
+	code, err = h.ctl.Run(ctx, req, [3]*os.File{h.null, h.null, h.null}, func(si api.SessionInfo) {
 		toSession = time.Since(begin)
 		if started != nil {
 			started(si.Name)

@@ -58,7 +58,7 @@
 //     of its own (<instance>-daemon), loopback socket API only, allowlist of
 //     documentation CIDRs, resolver upstream 127.0.0.1:1 (nothing is
 //     resolved). `true` as uid 65534 in a session created through the Go
-//     client (daemon.Client.Run: create, spawn, exit) against a bare exec
+//     client (api.Client.Run: create, spawn, exit) against a bare exec
 //     of `true`, target under 15 ms added; the daemon's RSS idle and with
 //     100 idle sessions of `sleep 60`; then 1,000 sessions of `true` from 6
 //     concurrent clients, after which no session cgroup, datapath entry

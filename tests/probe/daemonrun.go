@@ -9,7 +9,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/sluice-dev/sluice/daemon"
+	"github.com/sluice-dev/sluice/api"
 )
 
 // runDaemonRun asks the sluice daemon on SOCKET to run PATH as uid 65534,
@@ -20,8 +20,8 @@ func runDaemonRun(args []string, r *result) error {
 	socket, path := args[0], args[1]
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	c := daemon.NewClient(socket)
-	code, err := c.Run(ctx, daemon.CreateRequest{User: "65534:65534", Argv: []string{path}, Path: path, NoProxyEnv: true},
+	c := api.NewClient(socket)
+	code, err := c.Run(ctx, api.CreateRequest{User: "65534:65534", Argv: []string{path}, Path: path, NoProxyEnv: true},
 		[3]*os.File{os.Stdin, os.Stderr, os.Stderr}, nil, nil)
 	if err != nil {
 		return &stageError{stage: "create", err: err}

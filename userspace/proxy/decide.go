@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/addrclass"
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/dnsresolver"
 )
 
 // SOCKS5 reply codes (RFC 1928 section 6).
@@ -91,6 +91,11 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 	rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	answer, err := p.cfg.Resolve(rctx, name)
+	if re := (*addrclass.RefusedError)(nil); errors.As(err, &re) {
+		// A resolver that filters as the proxy does (the session's) found
+		// nothing usable: the same refusal as when the proxy filters.
+		return nil, refusal(netip.Addr{}, "destination_ip_prohibited", "%s", re.Error())
+	}
 	if err != nil {
 		f := &failure{kind: EventFailed, reason: fmt.Sprintf("resolving %s: %v", name, err),
 			status: http.StatusBadGateway, socks: socksHostUnreachable, proxyStatus: "dns_error"}
@@ -100,7 +105,7 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 		return nil, f
 	}
 	var addrs []netip.Addr
-	var dropped []string
+	var dropped []addrclass.Refusal
 	seen := make(map[netip.Addr]bool, len(answer))
 	for _, a := range answer {
 		a = a.Unmap().WithZone("")
@@ -109,8 +114,8 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 		}
 		seen[a] = true
 		if !entry.AllowPrivate {
-			if why, bad := dnsresolver.Rebinding(a); bad {
-				dropped = append(dropped, fmt.Sprintf("%v (%s)", a, why))
+			if why, bad := addrclass.Rebinding(a); bad {
+				dropped = append(dropped, addrclass.Refusal{Addr: a, Why: why})
 				continue
 			}
 		}
@@ -121,14 +126,16 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 		return nil, &failure{kind: EventFailed, reason: fmt.Sprintf("%s has no addresses", name),
 			status: http.StatusBadGateway, socks: socksHostUnreachable, proxyStatus: "dns_error"}
 	case len(addrs) == 0:
-		return nil, refusal(netip.Addr{}, "destination_ip_prohibited",
-			"%s resolves only to addresses sluice refuses: %s (DNS rebinding protection; add allow_private to the entry if this is intended)",
-			name, strings.Join(dropped, ", "))
+		return nil, refusal(netip.Addr{}, "destination_ip_prohibited", "%s", (&addrclass.RefusedError{Name: name, Refused: dropped}).Error())
 	case len(dropped) > 0:
+		parts := make([]string, len(dropped))
+		for i, d := range dropped {
+			parts[i] = fmt.Sprintf("%v (%s)", d.Addr, d.Why)
+		}
 		e := *ev
 		e.Kind = EventRebinding
 		e.Reason = fmt.Sprintf("dropped %s from the addresses of %s (DNS rebinding protection; add allow_private to the entry if this is intended)",
-			strings.Join(dropped, ", "), name)
+			strings.Join(parts, ", "), name)
 		p.emit(e)
 	}
 	return addrs, nil

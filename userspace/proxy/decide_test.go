@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/addrclass"
 	"github.com/sluice-dev/sluice/allowlist"
 )
 
@@ -263,5 +264,26 @@ func TestDialTimeoutShared(t *testing.T) {
 	c.Close()
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("second address reached after %v, want about half of the 6 s budget", d)
+	}
+}
+
+// TestDecideResolverRefused: a resolver that filters as the proxy does
+// (the session's) and found nothing usable gives the proxy's own refusal,
+// 403, not a failed lookup.
+func TestDecideResolverRefused(t *testing.T) {
+	pol := mustPolicy(t, "intranet.test")
+	refused := &addrclass.RefusedError{Name: "intranet.test", Refused: []addrclass.Refusal{{Addr: netip.MustParseAddr("10.0.0.5"), Why: "private (RFC 1918)"}}}
+	p, err := New(Config{
+		Policy:  func() *allowlist.Policy { return pol },
+		Resolve: func(context.Context, string) ([]netip.Addr, error) { return nil, fmt.Errorf("wrapped: %w", refused) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, _ := newTarget("intranet.test", 443)
+	_, f := p.decide(context.Background(), &Event{}, tg)
+	if f == nil || f.kind != EventRefused || f.status != 403 || f.proxyStatus != "destination_ip_prohibited" ||
+		!strings.Contains(f.reason, "10.0.0.5 (private (RFC 1918))") || !strings.Contains(f.reason, "allow_private") {
+		t.Fatalf("decide = %+v, want a 403 refusal naming the dropped address", f)
 	}
 }

@@ -19,8 +19,9 @@
 //     allowlist.NormalizeName (case, trailing dot, IDN to punycode).
 //
 // Nothing else: there are no built-in exceptions. An allowed name is
-// resolved by the proxy (Config.Resolve) and only its normalized form is
-// ever resolved. Addresses that dnsresolver.Rebinding rejects (loopback,
+// resolved by the proxy (Config.Resolve: in a sluice session, the
+// session's own resolver, in process) and only its normalized form is
+// ever resolved. Addresses that addrclass.Rebinding rejects (loopback,
 // private, link-local and cloud metadata, CGNAT, multicast, reserved...)
 // are dropped from the answer unless the matching entry has allow_private,
 // exactly as the session's DNS resolver does; if none is left the request

@@ -33,7 +33,12 @@ type Config struct {
 	Policy func() *allowlist.Policy
 
 	// Resolve looks up the addresses of an allowed, normalized host name.
-	// Default: net.DefaultResolver.LookupNetIP(ctx, "ip", host).
+	// Default: net.DefaultResolver.LookupNetIP(ctx, "ip", host). sluice's
+	// sessions pass their own resolver's (dnsresolver.LookupNetIP), so the
+	// proxy and the session's programs get the same answers from the same
+	// upstreams. The proxy drops rebinding addresses from whatever Resolve
+	// returns; a resolver that already dropped them all may say so with an
+	// *addrclass.RefusedError, which the proxy answers as its own refusal.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 
 	// Dial connects to an address the policy allowed; network is "tcp4" or

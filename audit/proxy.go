@@ -1,18 +1,18 @@
-package daemon
+package audit
 
 import "github.com/sluice-dev/sluice/userspace/proxy"
 
-// ProxyEvent is the audit event of a session proxy's refusal; ok is false
+// FromProxy is the audit event of a session proxy's refusal; ok is false
 // for its other events (failures to reach an allowed host, malformed
 // requests), which are the client's business, not decisions.
-func ProxyEvent(session string, ev proxy.Event) (e Event, ok bool) {
+func FromProxy(session string, ev proxy.Event) (e Event, ok bool) {
 	if ev.Kind != proxy.EventRefused && ev.Kind != proxy.EventRebinding {
 		return e, false
 	}
-	e = Event{Type: EventProxyRefused, Session: session, Host: ev.Host, Port: ev.Port, Proto: string(ev.Protocol),
+	e = Event{Type: ProxyRefused, Session: session, Host: ev.Host, Port: ev.Port, Proto: string(ev.Protocol),
 		Reason: ev.Reason, Message: "proxy: " + ev.String()}
 	if ev.Kind == proxy.EventRebinding {
-		e.Type = EventRebinding
+		e.Type = Rebinding
 		e.Dst = ev.Addr.String()
 	}
 	return e, true

@@ -1,4 +1,4 @@
-package daemon
+package audit
 
 import (
 	"fmt"
@@ -14,17 +14,17 @@ import (
 // The audit events of a session's enforcement, the same whoever runs the
 // session: the daemon, or `sluice run` embedded (--audit-log).
 
-// KernelEvent is the audit event of a datapath denial (or, in audit mode,
+// FromKernel is the audit event of a datapath denial (or, in audit mode,
 // of what would have been one). learnedFrom names the host names an
 // address was learned from (nil: none).
-func KernelEvent(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
+func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
 	uid := ev.UID
 	e := Event{
-		Type: EventEgressDenied, Session: session, PID: ev.PID, Comm: ev.Comm, UID: &uid,
+		Type: EgressDenied, Session: session, PID: ev.PID, Comm: ev.Comm, UID: &uid,
 		Reason: ev.Reason.String(), Message: ev.String(),
 	}
 	if ev.Audit {
-		e.Type = EventEgressAudit
+		e.Type = EgressAudit
 	}
 	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
 		e.Exe = exe
@@ -40,28 +40,28 @@ func KernelEvent(session string, ev loader.Event, learnedFrom func(netip.Addr) [
 	return e
 }
 
-// DNSEvent is the audit event of a session resolver's event; comm names
+// FromDNS is the audit event of a session resolver's event; comm names
 // the asking process ("" when unknown).
-func DNSEvent(session string, ev dnsresolver.Event, comm string) Event {
+func FromDNS(session string, ev dnsresolver.Event, comm string) Event {
 	e := Event{Session: session, Host: ev.Name, Reason: ev.Reason, Message: ev.String(), Comm: comm}
 	switch ev.Kind {
 	case dnsresolver.EventRefused:
-		e.Type = EventDNSRefused
+		e.Type = DNSRefused
 		if ev.Audit {
-			e.Type = EventDNSAudit
+			e.Type = DNSAudit
 		}
 	case dnsresolver.EventRebinding:
-		e.Type = EventRebinding
+		e.Type = Rebinding
 		if ev.Audit {
-			e.Type = EventRebindingAudit
+			e.Type = RebindingAudit
 		}
 		e.Dst = ev.Addr.String()
 	case dnsresolver.EventCapReached:
-		e.Type = EventCapReached
+		e.Type = CapReached
 	case dnsresolver.EventMapFull:
-		e.Type = EventMapFull
+		e.Type = MapFull
 	default:
-		e.Type = EventUpstreamFailed
+		e.Type = UpstreamFailed
 	}
 	return e
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package daemon
+package api
 
 import (
 	"bufio"
@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/audit"
 )
 
 // Client talks to the daemon's API socket.
@@ -150,7 +152,7 @@ func (c *Client) Revoke(ctx context.Context, owner string) (RevokeResponse, erro
 }
 
 // Events streams events until ctx ends.
-func (c *Client) Events(ctx context.Context, fn func(Event)) error {
+func (c *Client) Events(ctx context.Context, fn func(audit.Event)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sluice/v1/events", nil)
 	if err != nil {
 		return err
@@ -166,7 +168,7 @@ func (c *Client) Events(ctx context.Context, fn func(Event)) error {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var e Event
+		var e audit.Event
 		if json.Unmarshal(sc.Bytes(), &e) == nil {
 			fn(e)
 		}
@@ -180,7 +182,7 @@ func (c *Client) Events(ctx context.Context, fn func(Event)) error {
 // Run creates a session running req.Argv with stdio as its stdin, stdout
 // and stderr, calls started once the session exists, fn for every event,
 // and returns the command's exit status.
-func (c *Client) Run(ctx context.Context, req CreateRequest, stdio [3]*os.File, started func(SessionInfo), fn func(Event)) (int, error) {
+func (c *Client) Run(ctx context.Context, req CreateRequest, stdio [3]*os.File, started func(SessionInfo), fn func(audit.Event)) (int, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return 0, err
@@ -252,7 +254,7 @@ func (e *StreamLostError) Unwrap() error { return ErrSessionStreamLost }
 // Wait reattaches to a running (or lately ended) session after its create
 // stream was lost: started gets the session once the daemon has it, fn
 // its events from now on; the result is the command's exit status.
-func (c *Client) Wait(ctx context.Context, name string, started func(SessionInfo), fn func(Event)) (int, error) {
+func (c *Client) Wait(ctx context.Context, name string, started func(SessionInfo), fn func(audit.Event)) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sluice/v1/sessions/"+name+"/wait", nil)
 	if err != nil {
 		return 0, err
@@ -284,7 +286,7 @@ func (c *Client) Wait(ctx context.Context, name string, started func(SessionInfo
 
 // readStream reads a session stream (a create response, or a wait) up to
 // its exit status.
-func readStream(body io.Reader, started func(SessionInfo), fn func(Event)) (int, error) {
+func readStream(body io.Reader, started func(SessionInfo), fn func(audit.Event)) (int, error) {
 	var session string
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -1,4 +1,4 @@
-package daemon
+package audit
 
 import (
 	"encoding/json"
@@ -8,21 +8,21 @@ import (
 	"time"
 )
 
-// AuditLog writes JSON lines (docs/audit.md): the daemon's log, and
+// Log writes JSON lines (docs/audit.md): the daemon's log, and
 // `sluice run --audit-log`. It is reopened on SIGHUP so logrotate can move
 // it away. Lines never carry secrets: no environment, no command arguments
 // beyond argv[0]... see docs/audit.md.
-type AuditLog struct {
+type Log struct {
 	mu   sync.Mutex
 	path string
 	f    *os.File
 	enc  *json.Encoder
 }
 
-// OpenAuditLog opens (appending, mode 0600) or creates the log at path; ""
+// OpenLog opens (appending, mode 0600) or creates the log at path; ""
 // gives a log that writes nothing.
-func OpenAuditLog(path string) (*AuditLog, error) {
-	a := &AuditLog{path: path}
+func OpenLog(path string) (*Log, error) {
+	a := &Log{path: path}
 	if path == "" {
 		return a, nil
 	}
@@ -33,7 +33,7 @@ func OpenAuditLog(path string) (*AuditLog, error) {
 }
 
 // Reopen closes and reopens the file at the configured path.
-func (a *AuditLog) Reopen() error {
+func (a *Log) Reopen() error {
 	if a.path == "" {
 		return nil
 	}
@@ -51,7 +51,7 @@ func (a *AuditLog) Reopen() error {
 }
 
 // Write appends one event.
-func (a *AuditLog) Write(e Event) {
+func (a *Log) Write(e Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
@@ -63,7 +63,7 @@ func (a *AuditLog) Write(e Event) {
 }
 
 // Close closes the file.
-func (a *AuditLog) Close() error {
+func (a *Log) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {

@@ -1,4 +1,4 @@
-package daemon
+package audit
 
 import (
 	"fmt"
@@ -19,9 +19,10 @@ const (
 	eventRate  = 100 // lines a second once the burst is spent
 )
 
-// EventLimiter is a session's token bucket for deny lines; `sluice run
-// --audit-log` uses it too.
-type EventLimiter struct {
+// Limiter is a session's token bucket for deny lines, in the daemon and
+// in `sluice run --audit-log` alike; the daemon also limits its API
+// refusal lines with one.
+type Limiter struct {
 	mu         sync.Mutex
 	tokens     float64
 	last       time.Time
@@ -29,13 +30,13 @@ type EventLimiter struct {
 	reported   time.Time // when the last events_suppressed line went out
 }
 
-// NewEventLimiter returns a full bucket.
-func NewEventLimiter() *EventLimiter { return &EventLimiter{tokens: eventBurst} }
+// NewLimiter returns a full bucket.
+func NewLimiter() *Limiter { return &Limiter{tokens: eventBurst} }
 
 // Allow says whether an event at now may be written, and how many were
 // suppressed before it that must be reported first (0: none, or not yet:
 // at most one report a second).
-func (l *EventLimiter) Allow(now time.Time) (ok bool, report int) {
+func (l *Limiter) Allow(now time.Time) (ok bool, report int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.last.IsZero() {
@@ -54,7 +55,7 @@ func (l *EventLimiter) Allow(now time.Time) (ok bool, report int) {
 }
 
 // Flush returns the suppressed events not reported yet.
-func (l *EventLimiter) Flush() int {
+func (l *Limiter) Flush() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := l.suppressed
@@ -66,9 +67,9 @@ func (l *EventLimiter) Flush() int {
 // lines; session "" stands for the daemon API's refusal lines.
 func SuppressedEvent(session string, n int) Event {
 	if session == "" {
-		return Event{Type: EventSuppressed, Suppressed: n, Time: time.Now().UTC(),
+		return Event{Type: Suppressed, Suppressed: n, Time: time.Now().UTC(),
 			Message: fmt.Sprintf("%d more refused API requests not written (over %d a second)", n, eventRate)}
 	}
-	return Event{Type: EventSuppressed, Session: session, Suppressed: n, Time: time.Now().UTC(),
+	return Event{Type: Suppressed, Session: session, Suppressed: n, Time: time.Now().UTC(),
 		Message: fmt.Sprintf("%d more denials of session %s not written (over %d a second; the counters have them all)", n, session, eventRate)}
 }

@@ -1,8 +1,10 @@
-package daemon
+package api
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/sluice-dev/sluice/audit"
 )
 
 // Where clients find the daemon.
@@ -10,9 +12,6 @@ const (
 	DefaultSocket = "/run/sluice/sluice.sock"
 	SocketEnv     = "SLUICE_SOCKET" // overrides DefaultSocket; --socket overrides both
 )
-
-// API types, shared by the daemon and its clients. docs/api.md documents
-// them; field names are part of the interface.
 
 // CreateRequest asks for a session running Argv. The client's stdin,
 // stdout and stderr travel with the request as SCM_RIGHTS.
@@ -42,75 +41,23 @@ type SessionInfo struct {
 	Argv    []string  `json:"argv"`
 	// Parent is the session whose process created this one through the
 	// API; such a session is held to its parent's policy.
-	Parent     string   `json:"parent,omitempty"`
-	PID        int      `json:"pid,omitempty"` // the command's pid, 0 after a re-adoption
-	Policy     []string `json:"policy"`
-	Audit      bool     `json:"audit,omitempty"`
-	Processes  int      `json:"processes"`
-	Allowed    uint64   `json:"allowed"`
-	Denied     uint64   `json:"denied"`
-	Audited    uint64   `json:"audited"`
-	LearnedIPs int      `json:"learned_ips"`
-	Recent     []Event  `json:"recent_denials,omitempty"`
+	Parent     string        `json:"parent,omitempty"`
+	PID        int           `json:"pid,omitempty"` // the command's pid, 0 after a re-adoption
+	Policy     []string      `json:"policy"`
+	Audit      bool          `json:"audit,omitempty"`
+	Processes  int           `json:"processes"`
+	Allowed    uint64        `json:"allowed"`
+	Denied     uint64        `json:"denied"`
+	Audited    uint64        `json:"audited"`
+	LearnedIPs int           `json:"learned_ips"`
+	Recent     []audit.Event `json:"recent_denials,omitempty"`
 }
-
-// Event is one line of a session's story, as streamed to clients and
-// written to the audit log (docs/audit.md).
-type Event struct {
-	Time    time.Time `json:"time"`
-	Type    string    `json:"type"`
-	Session string    `json:"session,omitempty"`
-	PID     uint32    `json:"pid,omitempty"`
-	Comm    string    `json:"comm,omitempty"`
-	Exe     string    `json:"exe,omitempty"`
-	UID     *uint32   `json:"uid,omitempty"`
-	Dst     string    `json:"dst,omitempty"`
-	Port    uint16    `json:"port,omitempty"`
-	Proto   string    `json:"proto,omitempty"`
-	Host    string    `json:"host,omitempty"` // the name a destination was learned from, or the DNS name
-	Reason  string    `json:"reason,omitempty"`
-	Message string    `json:"message,omitempty"` // the line a user reads
-	Actor   *uint32   `json:"actor_uid,omitempty"`
-	Entries []string  `json:"entries,omitempty"`
-	Exit    *int      `json:"exit,omitempty"`
-	// Suppressed is how many deny events an events_suppressed line stands
-	// for.
-	Suppressed int `json:"suppressed,omitempty"`
-}
-
-// Event types.
-const (
-	EventSessionStarted = "session_started"
-	EventSessionEnded   = "session_ended"
-	EventSessionAdopted = "session_adopted"
-	EventEgressDenied   = "egress_denied"
-	EventEgressAudit    = "egress_would_deny"
-	EventDNSRefused     = "dns_refused"
-	EventDNSAudit       = "dns_would_refuse"
-	EventRebinding      = "dns_rebinding_dropped"
-	EventRebindingAudit = "dns_rebinding_would_drop"
-	EventCapReached     = "dns_cap_reached"
-	EventMapFull        = "map_full"
-	EventUpstreamFailed = "dns_upstream_failed"
-	EventProxyRefused   = "proxy_refused"
-	EventPolicyChanged  = "policy_changed"
-	EventPolicyInvalid  = "policy_invalid"
-	EventSessionRefused = "session_refused"
-	// EventPolicyChangeRefused: a caller was refused (403) a change to the
-	// machine allowlist. An agent trying to open hosts for itself is what
-	// an auditor most wants to see, so the attempt is kept, not only the
-	// changes that were made.
-	EventPolicyChangeRefused = "policy_change_refused"
-	EventSuppressed          = "events_suppressed"
-	EventDaemonStarted       = "daemon_started"
-	EventDaemonStopped       = "daemon_stopped"
-)
 
 // StreamMessage is one NDJSON line of a create response: first Session,
 // then Events, last Exit.
 type StreamMessage struct {
 	Session *SessionInfo `json:"session,omitempty"`
-	Event   *Event       `json:"event,omitempty"`
+	Event   *audit.Event `json:"event,omitempty"`
 	Exit    *int         `json:"exit,omitempty"`
 	Error   string       `json:"error,omitempty"`
 }

@@ -1,12 +1,12 @@
-package daemon
+package audit
 
 import (
 	"testing"
 	"time"
 )
 
-func TestEventLimiter(t *testing.T) {
-	l := NewEventLimiter()
+func TestLimiter(t *testing.T) {
+	l := NewLimiter()
 	now := time.Unix(1000, 0)
 	written, reported := 0, 0
 	// A flood of 5,000 events in one instant: the burst passes.

@@ -1,0 +1,61 @@
+package audit
+
+import "time"
+
+// Event is one line of a session's story, as streamed to clients and
+// written to the audit log (docs/audit.md). The JSON field names are the
+// documented format.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Session string    `json:"session,omitempty"`
+	PID     uint32    `json:"pid,omitempty"`
+	Comm    string    `json:"comm,omitempty"`
+	Exe     string    `json:"exe,omitempty"`
+	UID     *uint32   `json:"uid,omitempty"`
+	Dst     string    `json:"dst,omitempty"`
+	Port    uint16    `json:"port,omitempty"`
+	Proto   string    `json:"proto,omitempty"`
+	Host    string    `json:"host,omitempty"` // the name a destination was learned from, or the DNS name
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"` // the line a user reads
+	Actor   *uint32   `json:"actor_uid,omitempty"`
+	Entries []string  `json:"entries,omitempty"`
+	Exit    *int      `json:"exit,omitempty"`
+	// Suppressed is how many deny events an events_suppressed line stands
+	// for.
+	Suppressed int `json:"suppressed,omitempty"`
+}
+
+// Event types, the values of Event.Type.
+const (
+	SessionStarted = "session_started"
+	SessionEnded   = "session_ended"
+	SessionAdopted = "session_adopted"
+	EgressDenied   = "egress_denied"
+	EgressAudit    = "egress_would_deny"
+	DNSRefused     = "dns_refused"
+	DNSAudit       = "dns_would_refuse"
+	Rebinding      = "dns_rebinding_dropped"
+	RebindingAudit = "dns_rebinding_would_drop"
+	CapReached     = "dns_cap_reached"
+	MapFull        = "map_full"
+	UpstreamFailed = "dns_upstream_failed"
+	ProxyRefused   = "proxy_refused"
+	PolicyChanged  = "policy_changed"
+	PolicyInvalid  = "policy_invalid"
+	SessionRefused = "session_refused"
+	// PolicyChangeRefused: a caller was refused (403) a change to the
+	// machine allowlist. An agent trying to open hosts for itself is what
+	// an auditor most wants to see, so the attempt is kept, not only the
+	// changes that were made.
+	PolicyChangeRefused = "policy_change_refused"
+	Suppressed          = "events_suppressed"
+	DaemonStarted       = "daemon_started"
+	DaemonStopped       = "daemon_stopped"
+)
+
+// Types lists every event type, in the order docs/audit.md gives them.
+var Types = []string{DaemonStarted, DaemonStopped, SessionStarted, SessionAdopted, SessionEnded,
+	EgressDenied, EgressAudit, DNSRefused, DNSAudit, Rebinding, RebindingAudit, CapReached, MapFull,
+	UpstreamFailed, ProxyRefused, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused, Suppressed}
