@@ -64,7 +64,9 @@ func TestDockerfileNeedsNoBuildKitAndNoRegistry(t *testing.T) {
 
 // TestImageBuildsWithTheClassicBuilder builds the Dockerfile as a stock
 // docker.io engine does by default (no BuildKit), from debootstrap images,
-// with no registry and no network, and runs the result.
+// with no registry and no network, and runs the result; then runs the
+// daemon from it as the Dockerfile documents (daemon_test.go). One image
+// build serves both: it is the slow part.
 func TestImageBuildsWithTheClassicBuilder(t *testing.T) {
 	e := dockertest.Start(t)
 	start := time.Now()
@@ -91,4 +93,5 @@ func TestImageBuildsWithTheClassicBuilder(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Errorf("image contents: %v %q", err, out)
 	}
+	t.Run("daemon container restart", func(t *testing.T) { testDaemonContainerRestart(t, e) })
 }
