@@ -66,3 +66,20 @@ func readMountInfo() ([]mountEntry, error) {
 	defer f.Close()
 	return parseMountInfo(f)
 }
+
+// V1Hierarchies lists the mount points of the cgroup v1 hierarchies this
+// process can see: empty on a pure cgroup v2 host, the v1 controllers of a
+// hybrid layout otherwise.
+func V1Hierarchies() []string {
+	entries, err := readMountInfo()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for i, e := range entries {
+		if e.fsType == "cgroup" && !shadowed(entries, i) {
+			out = append(out, e.mountPoint)
+		}
+	}
+	return out
+}
