@@ -123,6 +123,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.emit(audit.Event{Type: audit.DaemonStarted, Message: fmt.Sprintf("sluice daemon %s started, allowlist %s (%d entries)", cfg.Version, cfg.AllowlistPath, policy.Len())})
 	s.adoptAll()
+	// Running containers too, before any waiting event is read, so that
+	// their denials while no daemon ran are told as theirs.
+	s.attachContainers(map[string]time.Time{})
 	return s, nil
 }
 
@@ -171,6 +174,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- s.api.Serve(s.ln) }()
+	go s.watchContainers()
 	if s.cfg.MetricsAddr != "" {
 		ap, err := netip.ParseAddrPort(s.cfg.MetricsAddr)
 		if err != nil || !ap.Addr().IsLoopback() {

@@ -98,6 +98,12 @@ type Options struct {
 	// ring buffer (a daemon reads them all there) instead of a ring buffer
 	// of its own, which costs two RCU grace periods per session.
 	SharedEvents bool
+	// NetNS, when set, is the network namespace the session's processes
+	// use (a container's): the resolver and the proxy listen on its
+	// loopback, where the datapath sends their DNS and they find the
+	// proxy. Upstream queries and proxied connections still leave from
+	// the enforcer's own namespace.
+	NetNS *os.File
 }
 
 // Session is a running confined session owned by this process.
@@ -114,6 +120,7 @@ type Session struct {
 	proxyAddr netip.AddrPort
 	adopted   bool
 	closed    bool
+	netns     *os.File // AttachSession: where the listeners live; nil: ours
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -141,47 +148,89 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	if s.cg, err = e.root.NewSession(name); err != nil {
 		return nil, fmt.Errorf("create session cgroup: %w", err)
 	}
+	if err := s.configure(opts); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// AttachSession makes the existing cgroup name, a child of the sluice
+// root that someone else created (a container engine given the root as its
+// cgroup parent), a session: until now the datapath refused its every
+// connection as belonging to no session; from now on it gets opts.Policy.
+// With opts.NetNS its resolver and proxy listen in that network
+// namespace, the one its processes use. Close removes the session's
+// datapath entries, and its cgroup if it is empty.
+func (e *Enforcer) AttachSession(name string, opts Options) (*Session, error) {
+	lock, err := os.OpenFile(filepath.Join(e.cfg.sessionDir(), name+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create session lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock session %s: %w", name, err)
+	}
+	s := &Session{e: e, lock: lock, policy: opts.Policy}
+	if s.cg, err = e.root.Session(name); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if err := s.configure(opts); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// configure writes a new session's policy into the datapath, starts its
+// resolver and proxy, and applies its limits.
+func (s *Session) configure(opts Options) error {
+	e := s.e
+	s.netns = opts.NetNS
 	if opts.Audit {
 		s.cfg.Flags |= loader.FlagAudit
 	}
 	id := s.cg.ID()
 	if opts.Policy != nil {
 		if err := e.dp.AddCIDRs(id, opts.Policy.Prefixes()); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.SharedEvents {
 		if err := e.dp.AddSessionShared(id, s.cfg); err != nil {
-			return nil, err
+			return err
 		}
-	} else if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
-		return nil, err
+	} else {
+		var err error
+		if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
+			return err
+		}
 	}
 	if opts.DNS != nil {
 		if err := s.startResolver(opts); err != nil {
-			return nil, err
+			return err
 		}
 		if err := s.registerListeners(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.Proxy != nil {
 		if err := s.startProxy(opts); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.PidsMax > 0 {
 		if err := s.cg.SetPidsMax(opts.PidsMax); err != nil {
-			return nil, fmt.Errorf("--pids-max: %w", err)
+			return fmt.Errorf("--pids-max: %w", err)
 		}
 	}
 	if opts.MemoryMax > 0 {
 		if err := s.cg.SetMemoryMax(opts.MemoryMax); err != nil {
-			return nil, fmt.Errorf("--memory-max: %w", err)
+			return fmt.Errorf("--memory-max: %w", err)
 		}
 	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 // Name is the session's name (its cgroup's name).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/sluice-dev/sluice/allowlist"
@@ -37,7 +38,11 @@ func (s *Session) startProxy(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	l, err := proxy.ListenLoopback(context.Background())
+	var l net.Listener
+	err = inNetNS(s.netns, func() (err error) {
+		l, err = proxy.ListenLoopback(context.Background())
+		return err
+	})
 	if err != nil {
 		return err
 	}
