@@ -296,6 +296,9 @@ func TestCleanupAndCheck(t *testing.T) {
 		if systemd := err == nil; strings.Contains(placement[1], "PID 1 is systemd") != systemd {
 			t.Errorf("session cgroups: %q, but /run/systemd/system exists: %v", placement[1], systemd)
 		}
+		if !strings.Contains(placement[1], "docker run --cgroup-parent=/") {
+			t.Errorf("session cgroups: %q does not say how to confine a container", placement[1])
+		}
 		mi, _ := os.ReadFile("/proc/self/mountinfo")
 		if hybrid := strings.Contains(string(mi), " - cgroup "); strings.Contains(placement[1], "hybrid layout") != hybrid {
 			t.Errorf("session cgroups: %q, but cgroup v1 mounted: %v", placement[1], hybrid)
