@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -104,6 +105,10 @@ type Options struct {
 	// proxy. Upstream queries and proxied connections still leave from
 	// the enforcer's own namespace.
 	NetNS *os.File
+	// UnixSockets are unix sockets the session may reach besides its
+	// policy's and the built-in list (BuiltinUnixSockets): the daemon's
+	// API socket.
+	UnixSockets []string
 }
 
 // Session is a running confined session owned by this process.
@@ -121,6 +126,15 @@ type Session struct {
 	adopted   bool
 	closed    bool
 	netns     *os.File // AttachSession: where the listeners live; nil: ours
+	// registered: the session's entry is in the datapath (SetSession
+	// applies to it from then on).
+	registered bool
+	// unixExtra are unix sockets allowed beside the policy (built-in
+	// list, API socket); unixNames every exact name in the datapath.
+	unixExtra, unixNames []string
+	// loopbackStrict: the session was in loopback "session" mode at some
+	// point, so it may have loopback port entries to remove.
+	loopbackStrict bool
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -197,6 +211,10 @@ func (s *Session) configure(opts Options) error {
 			return err
 		}
 	}
+	s.unixExtra = slices.Clone(opts.UnixSockets)
+	if err := s.applyLocal(opts.Policy.Local()); err != nil {
+		return err
+	}
 	if opts.SharedEvents {
 		if err := e.dp.AddSessionShared(id, s.cfg); err != nil {
 			return err
@@ -207,6 +225,7 @@ func (s *Session) configure(opts Options) error {
 			return err
 		}
 	}
+	s.registered = true
 	if opts.DNS != nil {
 		if err := s.startResolver(opts); err != nil {
 			return err
@@ -251,6 +270,9 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
+	}
+	if err := s.allowUnixExtra(BuiltinUnixSockets(spec.User.UID, spec.Env)); err != nil {
+		return nil, err
 	}
 	return startCommand(sessionSpawner{s}, spec, self, s.Name(), s.ProxyEnv())
 }
@@ -338,7 +360,7 @@ func (s *Session) Close() error {
 		// scan.
 		var known *loader.Known
 		if !s.adopted {
-			known = &loader.Known{Ring: s.events != nil}
+			known = &loader.Known{Ring: s.events != nil, Unix: s.unixNames, LoopbackSession: s.loopbackStrict}
 			if s.policy != nil {
 				known.Prefixes = s.policy.Prefixes()
 			}

@@ -17,7 +17,7 @@ import (
 type SessionFlags uint32
 
 // FlagAudit allows everything and reports what would have been denied.
-const FlagAudit SessionFlags = 1
+const FlagAudit = SessionFlags(sluiceSluiceSessionFlagSESSION_AUDIT)
 
 // Counters are a session's decision counts, summed over CPUs.
 type Counters struct {
@@ -205,10 +205,10 @@ func (d *Datapath) Counters(cgid uint64) (Counters, error) {
 	}
 	var c Counters
 	for _, p := range per {
-		c.Allowed += p.Allowed
-		c.Denied += p.Denied
-		c.Audited += p.Audited
-		c.EventsLost += p.EventsLost
+		c.Allowed += p.N[sluiceSluiceCounterCOUNTER_ALLOWED]
+		c.Denied += p.N[sluiceSluiceCounterCOUNTER_DENIED]
+		c.Audited += p.N[sluiceSluiceCounterCOUNTER_AUDITED]
+		c.EventsLost += p.N[sluiceSluiceCounterCOUNTER_EVENTS_LOST]
 	}
 	return c, nil
 }
@@ -221,6 +221,11 @@ type Known struct {
 	Prefixes []netip.Prefix // the session's CIDRs
 	Ports    []uint16       // its listener ports (resolver, proxy)
 	Ring     bool           // it has its own event ring buffer
+	// Unix are the unix socket names given to AllowUnix.
+	Unix []string
+	// LoopbackSession says the session was in loopback "session" mode, so
+	// its loopback port entries (listed and bound) must be scanned for.
+	LoopbackSession bool
 }
 
 // RemoveSession deletes everything the datapath holds for the session: its
@@ -270,6 +275,22 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 		}
 		for i := range cidrs {
 			del(d.objs.Cidrs, &cidrs[i], "CIDR")
+		}
+	}
+
+	if k == nil {
+		if err := d.removeUnix(cgid); err != nil {
+			errs = append(errs, err)
+		}
+	} else if err := d.RevokeUnix(cgid, k.Unix); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.deleteUnixGlobs(cgid, 0); err != nil {
+		errs = append(errs, err)
+	}
+	if k == nil || k.LoopbackSession {
+		if err := d.removeLoopbackPorts(cgid); err != nil {
+			errs = append(errs, err)
 		}
 	}
 
