@@ -276,7 +276,11 @@ func (s *Server) dispatch(ev loader.Event) {
 		return
 	}
 	uid := ev.UID
-	e := audit.Event{Type: audit.EgressDenied, PID: ev.PID, Comm: ev.Comm, UID: &uid, Reason: ev.Reason.String(), Message: ev.String()}
+	// No session owns it: a cgroup under the root that is no session yet,
+	// such as a container in its first moments (containers_linux.go). The
+	// audit line names the cgroup.
+	e := audit.Event{Type: audit.EgressDenied, Session: s.cgroupName(ev.Cgroup), PID: ev.PID, Comm: ev.Comm, UID: &uid,
+		Reason: ev.Reason.String(), Message: ev.String()}
 	if ev.Audit {
 		e.Type = audit.EgressAudit
 	}

@@ -76,7 +76,7 @@ func TestWholeContainerConfined(t *testing.T) {
 	defer cancel()
 	// The entrypoint's first instruction is a connect: before any route
 	// exists, and before the daemon can have attached the container.
-	first := fmt.Sprintf("probe tcp %s %d > /out/first.json; exec sleep 600", world.DeniedV4, deniedPort)
+	first := fmt.Sprintf("probe tcp %s %d > /out/first.tmp; mv /out/first.tmp /out/first.json; exec sleep 600", world.DeniedV4, deniedPort)
 	id, err := e.Docker(ctx, "run", "-d", "--name", "agent", "--network", "none", "--cgroup-parent", "/"+instance,
 		"-v", probe+":/usr/local/bin/probe:ro", "-v", out+":/out", dockertest.BaseImage, "sh", "-c", first)
 	if err != nil {
