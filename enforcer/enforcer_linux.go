@@ -400,6 +400,12 @@ func (e *Enforcer) Reclaim() []error {
 		if held(lockPath) {
 			continue
 		}
+		// No lock file: not a session sluice made or attached, but e.g. a
+		// container's cgroup that its engine has just created under the
+		// root (its processes are on their way in): not ours to remove.
+		if _, err := os.Stat(lockPath); err != nil {
+			continue
+		}
 		if pop, err := cg.Populated(); err != nil || pop {
 			continue
 		}
