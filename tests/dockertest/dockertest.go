@@ -49,6 +49,7 @@ type Engine struct {
 	Dir    string
 	daemon *exec.Cmd
 	log    *bytes.Buffer
+	hold   chan struct{} // closed when the engine is stopped
 }
 
 // Missing names what a docker test needs and this machine lacks (dockerd,
@@ -89,9 +90,20 @@ func Start(t testing.TB) *Engine {
 		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "docker.pid"), "-H", e.Host)
 	e.daemon.Stdout, e.daemon.Stderr = e.log, e.log
-	// Its own process group, so that stop reaches its containerd too.
+	// Its own process group, so that stop reaches its containerd too. The
+	// parent-death signal belongs to the thread that forks, and Go ends
+	// threads that other code locked and left (netns switching does): so
+	// dockerd is forked from a thread of its own, held until the test's
+	// end, and dies with the test binary, never earlier.
 	e.daemon.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := e.daemon.Start(); err != nil {
+	e.hold = make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		started <- e.daemon.Start()
+		<-e.hold
+	}()
+	if err := <-started; err != nil {
 		t.Fatalf("start dockerd: %v", err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -129,6 +141,7 @@ func (e *Engine) stop(t testing.TB) {
 		// containerd and its shims, started by this dockerd, are in its
 		// process group.
 		_ = unix.Kill(-pgid, unix.SIGKILL)
+		close(e.hold)
 	}
 	unmountUnder(e.Dir)
 	if err := os.RemoveAll(e.Dir); err != nil {
