@@ -171,18 +171,3 @@ func containerNetNS(dir string) (*os.File, int, error) {
 }
 
 func filepathBase(p string) string { return p[strings.LastIndex(p, "/")+1:] }
-
-// cgroupName names the cgroup with id under the root (on cgroup2 a
-// cgroup's id is its directory's inode number), or "cgroup:ID" when it is
-// not there any more.
-func (s *Server) cgroupName(id uint64) string {
-	root := s.e.Root().Path()
-	entries, _ := os.ReadDir(root)
-	for _, de := range entries {
-		var st unix.Stat_t
-		if de.IsDir() && unix.Stat(root+"/"+de.Name(), &st) == nil && st.Ino == id {
-			return de.Name()
-		}
-	}
-	return "cgroup:" + strconv.FormatUint(id, 10)
-}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 // SessionEnv names the variable that tells a confined command which sluice
@@ -23,6 +24,99 @@ const SessionEnv = "SLUICE_SESSION"
 // like). The shim execs the command in place: same pid, same cgroup, same
 // credentials.
 const FamiliesShim = "__families"
+
+// Flags of FamiliesShim that turn sandbox layers off; without them the
+// shim puts the command in a Landlock domain scoped to its session
+// (sandbox.RestrictSelf), so a spec's zero value is the safe one.
+const (
+	// ShimShareProcesses leaves the command without the Landlock domain:
+	// it can trace and signal the user's processes outside the session.
+	ShimShareProcesses = "--share-processes"
+	// ShimAbstractUnix leaves abstract unix sockets outside the session
+	// reachable.
+	ShimAbstractUnix = "--abstract-unix"
+	// ShimExitFD N, before the other arguments, makes the shim the
+	// session's supervisor: it runs the shim with the rest of its
+	// arguments as its child and writes the child's exit status to
+	// descriptor N (package exitstatus). The daemon's sessions use it.
+	ShimExitFD = "--exit-fd"
+)
+
+// SandboxSpec is what a session's command may touch besides the network
+// (package sandbox). Its zero value is the default: every layer on, the
+// default hidden paths hidden.
+type SandboxSpec struct {
+	// ShareProcesses turns process isolation off: no Landlock domain and
+	// the host's /proc, so the command can see, trace and signal its
+	// user's processes outside the session.
+	ShareProcesses bool
+	// Hidden is what to hide; nil: sandbox.DefaultHiddenPaths.
+	Hidden *sandbox.Hidden
+	// Home is the directory "~/" means in hidden paths; empty: the home
+	// of User.UID.
+	Home string
+	// MountNamespaceOf is a pidfd of the process whose view of the file
+	// system the session's starts from (a daemon's caller); nil: the
+	// view of the process that starts the session.
+	MountNamespaceOf *os.File
+	// AbstractUnix leaves abstract unix sockets created outside the
+	// session reachable (for an allowlist that lists one; the datapath
+	// judges unix sockets too).
+	AbstractUnix bool
+	// OnHidden, if set, is told each path the session hides.
+	OnHidden func(path string)
+}
+
+// shimArgs is the command line of FamiliesShim that runs path with argv
+// under sb.
+func shimArgs(shim, path string, argv []string, sb SandboxSpec) []string {
+	args := []string{shim, FamiliesShim, "--path", path}
+	if sb.ShareProcesses {
+		args = append(args, ShimShareProcesses)
+	}
+	if sb.AbstractUnix {
+		args = append(args, ShimAbstractUnix)
+	}
+	return append(append(args, "--"), argv...)
+}
+
+// ShimOptions is what FamiliesShim's command line asks for.
+type ShimOptions struct {
+	Path           string
+	ShareProcesses bool
+	AbstractUnix   bool
+	Argv           []string
+}
+
+// ParseShimArgs parses FamiliesShim's arguments (after its name):
+// --path PATH, the flags above, "--", then the command line.
+func ParseShimArgs(args []string) (ShimOptions, error) {
+	var o ShimOptions
+	usage := errors.New("usage: " + FamiliesShim + " --path PATH [" + ShimShareProcesses + "] [" + ShimAbstractUnix + "] -- ARGV")
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--path":
+			if i+1 >= len(args) || o.Path != "" {
+				return ShimOptions{}, usage
+			}
+			i++
+			o.Path = args[i]
+		case ShimShareProcesses:
+			o.ShareProcesses = true
+		case ShimAbstractUnix:
+			o.AbstractUnix = true
+		case "--":
+			o.Argv = args[i+1:]
+			if o.Path == "" || len(o.Argv) == 0 {
+				return ShimOptions{}, usage
+			}
+			return o, nil
+		default:
+			return ShimOptions{}, usage
+		}
+	}
+	return ShimOptions{}, usage
+}
 
 // CommandSpec is what a caller asks for when it starts a session's
 // command: what runs, where, with which environment and descriptors, and
@@ -57,6 +151,9 @@ type CommandSpec struct {
 	// learns it. The caller opens it (the supervisor runs as User) and
 	// closes its copy once the command has started.
 	ExitStatus *os.File
+	// Sandbox is what the command may touch besides the network; the
+	// zero value is every layer on.
+	Sandbox SandboxSpec
 }
 
 // validate refuses a spec that cannot describe a command, before anything
@@ -91,14 +188,14 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 		env = append(env, proxyEnv...)
 	}
 	env = append(env, SessionEnv+"="+session)
-	args := []string{shim, FamiliesShim}
+	args := shimArgs(shim, c.Path, c.Argv, c.Sandbox)
 	var extra []*os.File
 	if c.ExitStatus != nil {
-		// ExtraFiles[0] is descriptor 3 in the shim.
-		args = append(args, "--exit-fd", "3")
+		// ExtraFiles[0] is descriptor 3 in the shim, which then stays as
+		// the command's supervisor (ShimExitFD).
+		args = append([]string{args[0], args[1], ShimExitFD, "3"}, args[2:]...)
 		extra = []*os.File{c.ExitStatus}
 	}
-	args = append(append(args, "--path", c.Path, "--"), c.Argv...)
 	return &exec.Cmd{
 		Path:       shim,
 		Args:       args,

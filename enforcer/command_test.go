@@ -200,8 +200,43 @@ func lastValue(env []string, key string) string {
 	return v
 }
 
+func TestShimArgsRoundTrip(t *testing.T) {
+	for _, sb := range []SandboxSpec{{}, {ShareProcesses: true}, {AbstractUnix: true}, {ShareProcesses: true, AbstractUnix: true}} {
+		args := shimArgs(testShim, "/bin/sh", []string{"sh", "--", "-c"}, sb)
+		if args[0] != testShim || args[1] != FamiliesShim {
+			t.Fatalf("args %q", args)
+		}
+		o, err := ParseShimArgs(args[2:])
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if o.Path != "/bin/sh" || o.ShareProcesses != sb.ShareProcesses || o.AbstractUnix != sb.AbstractUnix || !slices.Equal(o.Argv, []string{"sh", "--", "-c"}) {
+			t.Errorf("%q parsed as %+v", args, o)
+		}
+	}
+	for _, bad := range [][]string{nil, {"--path"}, {"--path", "/x"}, {"--path", "/x", "--"}, {"--", "x"}, {"--path", "/x", "--bogus", "--", "x"}, {"--path", "/x", "--path", "/y", "--", "x"}} {
+		if _, err := ParseShimArgs(bad); err == nil {
+			t.Errorf("ParseShimArgs(%q) accepted", bad)
+		}
+	}
+}
+
+// The zero SandboxSpec is the safe one: the shim isolates unless told not
+// to, so a caller that forgets the field gets every layer.
+func TestBuildDefaultsToTheSandbox(t *testing.T) {
+	cmd, err := CommandSpec{Path: "/bin/true", Argv: []string{"true"}}.build(testShim, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ParseShimArgs(cmd.Args[2:])
+	if err != nil || o.ShareProcesses || o.AbstractUnix {
+		t.Errorf("default shim args %q: %+v %v", cmd.Args, o, err)
+	}
+}
+
 // A session with an exit-status file runs its command under the shim's
-// supervisor, which gets the file as descriptor 3 and names it.
+// supervisor, which gets the file as descriptor 3 and names it before the
+// shim's own arguments, which it passes on to its child.
 func TestBuildPassesTheExitStatusFile(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "exit")
 	if err != nil {
@@ -213,9 +248,11 @@ func TestBuildPassesTheExitStatusFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{testShim, FamiliesShim, "--exit-fd", "3", "--path", "/bin/true", "--", "true"}
-	if !slices.Equal(cmd.Args, want) {
-		t.Errorf("Args = %q, want %q", cmd.Args, want)
+	if len(cmd.Args) < 4 || cmd.Args[2] != ShimExitFD || cmd.Args[3] != "3" {
+		t.Fatalf("Args = %q, want %s 3 first", cmd.Args, ShimExitFD)
+	}
+	if o, err := ParseShimArgs(cmd.Args[4:]); err != nil || o.Path != "/bin/true" || !slices.Equal(o.Argv, []string{"true"}) {
+		t.Errorf("the supervisor's child gets %q: %+v %v", cmd.Args[4:], o, err)
 	}
 	if len(cmd.ExtraFiles) != 1 || cmd.ExtraFiles[0] != f {
 		t.Errorf("ExtraFiles = %v, want the exit-status file as descriptor 3", cmd.ExtraFiles)
