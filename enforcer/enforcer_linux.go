@@ -125,6 +125,7 @@ type Session struct {
 	proxyAddr netip.AddrPort
 	proxyErr  error // Adopt: why the proxy could not be restarted
 	adopted   bool
+	attached  bool // AttachSession: the cgroup is someone else's (a container's)
 	closed    bool
 	netns     *os.File // AttachSession: where the listeners live; nil: ours
 	// registered: the session's entry is in the datapath (SetSession
@@ -186,7 +187,7 @@ func (e *Enforcer) AttachSession(name string, opts Options) (*Session, error) {
 		lock.Close()
 		return nil, fmt.Errorf("lock session %s: %w", name, err)
 	}
-	s := &Session{e: e, lock: lock, policy: opts.Policy}
+	s := &Session{e: e, lock: lock, policy: opts.Policy, attached: true}
 	if s.cg, err = e.root.Session(name); err != nil {
 		lock.Close()
 		return nil, err
@@ -351,7 +352,25 @@ func (s *Session) FlushEvents() error {
 func (s *Session) Counters() (loader.Counters, error) { return s.e.dp.Counters(s.cg.ID()) }
 
 // Kill kills every process left in the session.
-func (s *Session) Kill() error { return s.cg.Kill() }
+func (s *Session) Kill() error {
+	if s.replaced() {
+		return nil // another cgroup by the same name: not this session's
+	}
+	return s.cg.Kill()
+}
+
+// replaced reports whether an attached session's cgroup is gone, or has
+// been replaced by another of the same name (a restarted container gets
+// its cgroup back under the same path at once). Paths are then no longer
+// this session's: it must not kill, wait on or remove through them.
+// Sessions this package names (run-*) are never replaced.
+func (s *Session) replaced() bool {
+	if !s.attached || s.cg == nil {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Stat(s.cg.Path(), &st) != nil || st.Ino != s.cg.ID()
+}
 
 // Close kills what is left in the session and removes its cgroup, its
 // datapath entries and its lock file.
@@ -368,7 +387,9 @@ func (s *Session) Close() error {
 		_ = s.proxy.Close()
 	}
 	if s.cg != nil {
-		if err := s.cg.Remove(5 * time.Second); err != nil {
+		if s.replaced() {
+			// Nothing to remove: the path is another cgroup's now.
+		} else if err := s.cg.Remove(5 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 		// A session this process built knows what it put into the
