@@ -66,6 +66,13 @@ func TestWholeContainerConfined(t *testing.T) {
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Errorf("sluice cleanup: %v\n%s", err, out)
 		}
+		// The engine made the cgroup parent in every cgroup v1 hierarchy
+		// too, and leaves it there, empty.
+		for _, dir := range v1Parents(t, instance) {
+			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+				t.Errorf("remove %s: %v", dir, err)
+			}
+		}
 	})
 	waitAudit(t, audit, "daemon_started", 1)
 
@@ -315,4 +322,20 @@ func waitAuditMatch(t *testing.T, path, what string, match func(map[string]any) 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// v1Parents are the directories named instance at the top of each mounted
+// cgroup v1 hierarchy.
+func v1Parents(t *testing.T, instance string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.Contains(line, " - cgroup ") {
+			out = append(out, filepath.Join(f[4], instance))
+		}
+	}
+	return out
 }
