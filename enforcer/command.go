@@ -35,6 +35,11 @@ const (
 	// ShimAbstractUnix leaves abstract unix sockets outside the session
 	// reachable.
 	ShimAbstractUnix = "--abstract-unix"
+	// ShimExitFD N, before the other arguments, makes the shim the
+	// session's supervisor: it runs the shim with the rest of its
+	// arguments as its child and writes the child's exit status to
+	// descriptor N (package exitstatus). The daemon's sessions use it.
+	ShimExitFD = "--exit-fd"
 )
 
 // SandboxSpec is what a session's command may touch besides the network
@@ -140,6 +145,12 @@ type CommandSpec struct {
 	Stdout, Stderr io.Writer
 	// User is whom the command runs as; uid 0 is refused when it starts.
 	User cgroups.SpawnOptions
+	// ExitStatus, when set, is a file the command's exit status is written
+	// to when it ends, by a supervisor that stays the session's first
+	// process (package exitstatus): a daemon that restarts meanwhile still
+	// learns it. The caller opens it (the supervisor runs as User) and
+	// closes its copy once the command has started.
+	ExitStatus *os.File
 	// Sandbox is what the command may touch besides the network; the
 	// zero value is every layer on.
 	Sandbox SandboxSpec
@@ -178,14 +189,22 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 	}
 	env = append(env, SessionEnv+"="+session)
 	args := shimArgs(shim, c.Path, c.Argv, c.Sandbox)
+	var extra []*os.File
+	if c.ExitStatus != nil {
+		// ExtraFiles[0] is descriptor 3 in the shim, which then stays as
+		// the command's supervisor (ShimExitFD).
+		args = append([]string{args[0], args[1], ShimExitFD, "3"}, args[2:]...)
+		extra = []*os.File{c.ExitStatus}
+	}
 	return &exec.Cmd{
-		Path:   shim,
-		Args:   args,
-		Env:    env,
-		Dir:    c.Dir,
-		Stdin:  c.Stdin,
-		Stdout: c.Stdout,
-		Stderr: c.Stderr,
+		Path:       shim,
+		Args:       args,
+		Env:        env,
+		Dir:        c.Dir,
+		Stdin:      c.Stdin,
+		Stdout:     c.Stdout,
+		Stderr:     c.Stderr,
+		ExtraFiles: extra,
 	}, nil
 }
 

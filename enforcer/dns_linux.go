@@ -70,7 +70,7 @@ func (s *Session) startResolver(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
-	if err := r.ListenLoopbackOn(d.preferPort4, d.preferPort6); err != nil {
+	if err := inNetNS(s.netns, func() error { return r.ListenLoopbackOn(d.preferPort4, d.preferPort6) }); err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
 	s.resolver = r

@@ -157,6 +157,9 @@ func (s *Session) WaitEmpty(stop <-chan struct{}) error {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
+		if s.replaced() {
+			return nil // its cgroup is gone, whoever has the path now
+		}
 		pop, err := s.cg.Populated()
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {

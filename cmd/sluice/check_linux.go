@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/userspace/landlock"
@@ -54,6 +55,7 @@ func runChecks() []checkResult {
 			fix: "mount the unified hierarchy: mount -t cgroup2 none /sys/fs/cgroup (or /sys/fs/cgroup/unified on a hybrid layout)"})
 	} else {
 		rs = append(rs, checkResult{name: "cgroup2", status: checkPass, detail: "mounted at " + mount})
+		rs = append(rs, placementCheck(mount))
 	}
 
 	var st unix.Statfs_t
@@ -177,4 +179,27 @@ func landlockABI() (int, error) {
 		return 0, errno
 	}
 	return int(r), nil
+}
+
+// placementCheck says where sessions' cgroups live on this machine, and
+// what that means with systemd and with a hybrid layout.
+func placementCheck(mount string) checkResult {
+	cfg, err := enforcer.ConfigFromEnv()
+	if err != nil {
+		return checkResult{name: "session cgroups", status: checkFail, detail: err.Error()}
+	}
+	where := filepath.Join(mount, cfg.WithDefaults().CgroupName)
+	var detail string
+	if cgroups.SystemdIsInit() {
+		detail = "PID 1 is systemd; sessions live in " + where + ", outside systemd's units (systemd leaves it alone; " +
+			"sessions do not show in systemctl status, and transient scopes under a sluice.slice are not used yet)"
+	} else {
+		detail = "PID 1 is not systemd; sessions live in " + where + " at the top of the cgroup2 tree"
+	}
+	detail += "; to confine a whole container: docker run --cgroup-parent=/" + cfg.WithDefaults().CgroupName + " (Docker's cgroupfs driver)"
+	if v1 := cgroups.V1Hierarchies(); len(v1) > 0 {
+		detail += fmt.Sprintf("; hybrid layout (%d cgroup v1 hierarchies): the daemon moves itself to their roots at start, "+
+			"so that its sessions outlive its container or unit", len(v1))
+	}
+	return checkResult{name: "session cgroups", status: checkPass, detail: detail}
 }

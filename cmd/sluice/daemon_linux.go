@@ -10,11 +10,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/enforcer"
 )
@@ -98,6 +100,14 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o750); err != nil {
 			return fmt.Errorf("audit log directory: %w", err)
 		}
+	}
+	// Sessions inherit the daemon's cgroup v1 membership: out of a
+	// container's v1 cgroups, they outlive a restart of the daemon's
+	// container (cgroups.LeaveV1).
+	if moved, err := cgroups.LeaveV1(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: warning: %v; sessions may die with this daemon's container or unit\n", err)
+	} else if len(moved) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: left the cgroup v1 hierarchies %s for their roots, so that sessions outlive this daemon's container\n", strings.Join(moved, " "))
 	}
 	srv, err := daemon.New(cfg)
 	if err != nil {

@@ -43,6 +43,24 @@ type runOptions struct {
 	showPaths      []string
 	shareProcesses bool
 	scrubEnv       bool
+
+	reconnect time.Duration
+}
+
+// defaultReconnect is how long `sluice run` waits for a daemon to come
+// back when its daemon went away mid-session; $SLUICE_RECONNECT_TIMEOUT
+// (a Go duration) overrides it, --reconnect-timeout overrides both.
+const defaultReconnect = 60 * time.Second
+
+// reconnectDefault is the flag's default: the environment's, else
+// defaultReconnect.
+func reconnectDefault() time.Duration {
+	if v := os.Getenv("SLUICE_RECONNECT_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	return defaultReconnect
 }
 
 // Modes of `sluice run`, strongest first.
@@ -122,6 +140,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
+	f.DurationVar(&o.reconnect, "reconnect-timeout", reconnectDefault(), "with the daemon: when it goes away mid-session, wait this long for the next one to report the command's exit status (env SLUICE_RECONNECT_TIMEOUT)")
 	f.StringArrayVar(&o.showPaths, "show-path", nil, "do not hide `PATH` (a hidden credential file or directory, or anything below one) for this run; absolute or ~/... (repeatable)")
 	f.BoolVar(&o.shareProcesses, "share-processes", false, "let the command see, trace and signal its user's processes outside the session (turns process isolation off)")
 	f.BoolVar(&o.scrubEnv, "scrub-env", false, "remove environment variables named like *_TOKEN, *_KEY, *_SECRET and *PASSWORD* from the command's environment")
