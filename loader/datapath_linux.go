@@ -34,6 +34,8 @@ var attachments = []attachment{
 	{"link_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceRecvmsg6 }},
 	{"link_getpeername4", ebpf.AttachCgroupInet4GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername4 }},
 	{"link_getpeername6", ebpf.AttachCgroupInet6GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername6 }},
+	{"link_kdns_egress", ebpf.AttachCGroupInetEgress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsEgress }},
+	{"link_kdns_ingress", ebpf.AttachCGroupInetIngress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsIngress }},
 }
 
 // Datapath is an open handle on the pinned datapath. Closing it releases
@@ -46,6 +48,7 @@ type Datapath struct {
 	progs      []*ebpf.Program // in force, in the order of attachments
 	reused     bool            // progs were opened by id, not loaded (see reuse)
 	innerSpec  *ebpf.MapSpec
+	kdnsInner  *ebpf.MapSpec // a session's kernel DNS ring buffer
 }
 
 // Open loads the programs, creates or re-opens the pinned maps under pinDir
@@ -72,7 +75,7 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load datapath spec: %w", err)
 	}
-	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy()}
+	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy(), kdnsInner: spec.Maps[sluiceMapKdnsSessionEvents].InnerMap.Copy()}
 	cgid, err := cgroupID(cgroupPath)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,92 @@ type sluiceEvent struct {
 	Comm   [16]int8
 }
 
+type sluiceKdnsAscratch struct {
+	_     structs.HostLayout
+	Pkt   [2048]uint8
+	Zero  uint32
+	Owner [256]uint8
+	Chain [256]uint8
+	Addrs [16]struct {
+		_    structs.HostLayout
+		Addr [16]uint8
+		Ttl  uint32
+	}
+}
+
+type sluiceKdnsEvent struct {
+	_            structs.HostLayout
+	Session      uint64
+	Cookie       uint64
+	Kind         uint8
+	Why          uint8
+	Family       uint8
+	Pad          uint8
+	Len          uint16
+	ClientPort   uint16
+	Client       [16]uint8
+	Upstream     [16]uint8
+	UpstreamPort uint16
+	Pad2         uint16
+	Pid          uint32
+	Msg          [512]uint8
+}
+
+type sluiceKdnsName struct {
+	_     structs.HostLayout
+	Flags uint32
+	Len   uint32
+	Name  [256]uint8
+}
+
+type sluiceKdnsNameKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Hash    uint64
+}
+
+type sluiceKdnsQscratch struct {
+	_       structs.HostLayout
+	Pkt     [512]uint8
+	Name    [256]uint8
+	IsLabel [256]uint8
+	Q       sluiceKdnsQuery
+}
+
+type sluiceKdnsQuery struct {
+	_            structs.HostLayout
+	Session      uint64
+	Ts           uint64
+	Upstream     [4]uint32
+	Uport        uint16
+	State        uint8
+	AllowPrivate uint8
+	Qtype        uint16
+	NameLen      uint16
+	Name         [256]uint8
+}
+
+type sluiceKdnsQueryKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Id     uint32
+	Pad    uint32
+}
+
+type sluiceKdnsSession struct {
+	_      structs.HostLayout
+	Flags  uint32
+	Up4    uint32
+	Up6    [4]uint32
+	Port4  uint16
+	Port6  uint16
+	MinTtl uint32
+	MaxTtl uint32
+	Grace  uint32
+	MaxIps uint32
+	Pad    uint32
+}
+
 type sluiceLearnedKey struct {
 	_       structs.HostLayout
 	Session uint64
@@ -82,6 +168,13 @@ const (
 	sluiceMapCidrs               = "cidrs"
 	sluiceMapDnsOrigins          = "dns_origins"
 	sluiceMapEvents              = "events"
+	sluiceMapKdnsAscratch        = "kdns_ascratch"
+	sluiceMapKdnsEvents          = "kdns_events"
+	sluiceMapKdnsNames           = "kdns_names"
+	sluiceMapKdnsQscratch        = "kdns_qscratch"
+	sluiceMapKdnsQueries         = "kdns_queries"
+	sluiceMapKdnsSessionEvents   = "kdns_session_events"
+	sluiceMapKdnsSessions        = "kdns_sessions"
 	sluiceMapLearned             = "learned"
 	sluiceMapListeners           = "listeners"
 	sluiceMapSessionCounters     = "session_counters"
@@ -92,6 +185,8 @@ const (
 	sluiceProgSluiceEgress       = "sluice_egress"
 	sluiceProgSluiceGetpeername4 = "sluice_getpeername4"
 	sluiceProgSluiceGetpeername6 = "sluice_getpeername6"
+	sluiceProgSluiceKdnsEgress   = "sluice_kdns_egress"
+	sluiceProgSluiceKdnsIngress  = "sluice_kdns_ingress"
 	sluiceProgSluiceRecvmsg4     = "sluice_recvmsg4"
 	sluiceProgSluiceRecvmsg6     = "sluice_recvmsg6"
 	sluiceProgSluiceSendmsg4     = "sluice_sendmsg4"
@@ -99,6 +194,11 @@ const (
 	sluiceProgSluiceSetsockopt   = "sluice_setsockopt"
 	sluiceProgSluiceSockCreate   = "sluice_sock_create"
 	sluiceVarUnusedEvent         = "unused_event"
+	sluiceVarUnusedKdnsEvent     = "unused_kdns_event"
+	sluiceVarUnusedKdnsName      = "unused_kdns_name"
+	sluiceVarUnusedKdnsNameKey   = "unused_kdns_name_key"
+	sluiceVarUnusedKdnsQuery     = "unused_kdns_query"
+	sluiceVarUnusedKdnsQueryKey  = "unused_kdns_query_key"
 )
 
 // loadSluice returns the embedded CollectionSpec for sluice.
@@ -148,6 +248,8 @@ type sluiceProgramSpecs struct {
 	SluiceEgress       *ebpf.ProgramSpec `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.ProgramSpec `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.ProgramSpec `ebpf:"sluice_getpeername6"`
+	SluiceKdnsEgress   *ebpf.ProgramSpec `ebpf:"sluice_kdns_egress"`
+	SluiceKdnsIngress  *ebpf.ProgramSpec `ebpf:"sluice_kdns_ingress"`
 	SluiceRecvmsg4     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg4"`
 	SluiceRecvmsg6     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg6"`
 	SluiceSendmsg4     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg4"`
@@ -160,21 +262,33 @@ type sluiceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceMapSpecs struct {
-	Cidrs           *ebpf.MapSpec `ebpf:"cidrs"`
-	DnsOrigins      *ebpf.MapSpec `ebpf:"dns_origins"`
-	Events          *ebpf.MapSpec `ebpf:"events"`
-	Learned         *ebpf.MapSpec `ebpf:"learned"`
-	Listeners       *ebpf.MapSpec `ebpf:"listeners"`
-	SessionCounters *ebpf.MapSpec `ebpf:"session_counters"`
-	SessionEvents   *ebpf.MapSpec `ebpf:"session_events"`
-	Sessions        *ebpf.MapSpec `ebpf:"sessions"`
+	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
+	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
+	Events            *ebpf.MapSpec `ebpf:"events"`
+	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
+	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
+	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
+	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
+	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
+	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
+	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
+	Learned           *ebpf.MapSpec `ebpf:"learned"`
+	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
+	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
+	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
+	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
 }
 
 // sluiceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceVariableSpecs struct {
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedKdnsEvent    *ebpf.VariableSpec `ebpf:"unused_kdns_event"`
+	UnusedKdnsName     *ebpf.VariableSpec `ebpf:"unused_kdns_name"`
+	UnusedKdnsNameKey  *ebpf.VariableSpec `ebpf:"unused_kdns_name_key"`
+	UnusedKdnsQuery    *ebpf.VariableSpec `ebpf:"unused_kdns_query"`
+	UnusedKdnsQueryKey *ebpf.VariableSpec `ebpf:"unused_kdns_query_key"`
 }
 
 // sluiceObjects contains all objects after they have been loaded into the kernel.
@@ -197,14 +311,21 @@ func (o *sluiceObjects) Close() error {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceMaps struct {
-	Cidrs           *ebpf.Map `ebpf:"cidrs"`
-	DnsOrigins      *ebpf.Map `ebpf:"dns_origins"`
-	Events          *ebpf.Map `ebpf:"events"`
-	Learned         *ebpf.Map `ebpf:"learned"`
-	Listeners       *ebpf.Map `ebpf:"listeners"`
-	SessionCounters *ebpf.Map `ebpf:"session_counters"`
-	SessionEvents   *ebpf.Map `ebpf:"session_events"`
-	Sessions        *ebpf.Map `ebpf:"sessions"`
+	Cidrs             *ebpf.Map `ebpf:"cidrs"`
+	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
+	Events            *ebpf.Map `ebpf:"events"`
+	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
+	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
+	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
+	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
+	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
+	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
+	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
+	Learned           *ebpf.Map `ebpf:"learned"`
+	Listeners         *ebpf.Map `ebpf:"listeners"`
+	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
+	SessionEvents     *ebpf.Map `ebpf:"session_events"`
+	Sessions          *ebpf.Map `ebpf:"sessions"`
 }
 
 func (m *sluiceMaps) Close() error {
@@ -212,6 +333,13 @@ func (m *sluiceMaps) Close() error {
 		m.Cidrs,
 		m.DnsOrigins,
 		m.Events,
+		m.KdnsAscratch,
+		m.KdnsEvents,
+		m.KdnsNames,
+		m.KdnsQscratch,
+		m.KdnsQueries,
+		m.KdnsSessionEvents,
+		m.KdnsSessions,
 		m.Learned,
 		m.Listeners,
 		m.SessionCounters,
@@ -224,7 +352,12 @@ func (m *sluiceMaps) Close() error {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceVariables struct {
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedKdnsEvent    *ebpf.Variable `ebpf:"unused_kdns_event"`
+	UnusedKdnsName     *ebpf.Variable `ebpf:"unused_kdns_name"`
+	UnusedKdnsNameKey  *ebpf.Variable `ebpf:"unused_kdns_name_key"`
+	UnusedKdnsQuery    *ebpf.Variable `ebpf:"unused_kdns_query"`
+	UnusedKdnsQueryKey *ebpf.Variable `ebpf:"unused_kdns_query_key"`
 }
 
 // sluicePrograms contains all programs after they have been loaded into the kernel.
@@ -236,6 +369,8 @@ type sluicePrograms struct {
 	SluiceEgress       *ebpf.Program `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.Program `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.Program `ebpf:"sluice_getpeername6"`
+	SluiceKdnsEgress   *ebpf.Program `ebpf:"sluice_kdns_egress"`
+	SluiceKdnsIngress  *ebpf.Program `ebpf:"sluice_kdns_ingress"`
 	SluiceRecvmsg4     *ebpf.Program `ebpf:"sluice_recvmsg4"`
 	SluiceRecvmsg6     *ebpf.Program `ebpf:"sluice_recvmsg6"`
 	SluiceSendmsg4     *ebpf.Program `ebpf:"sluice_sendmsg4"`
@@ -251,6 +386,8 @@ func (p *sluicePrograms) Close() error {
 		p.SluiceEgress,
 		p.SluiceGetpeername4,
 		p.SluiceGetpeername6,
+		p.SluiceKdnsEgress,
+		p.SluiceKdnsIngress,
 		p.SluiceRecvmsg4,
 		p.SluiceRecvmsg6,
 		p.SluiceSendmsg4,
