@@ -267,7 +267,7 @@ static __always_inline int kdns_redirect(struct bpf_sock_addr *ctx, __u64 cg, in
 		ctx->user_port = ks->port4;
 		return 1;
 	}
-	if (mapped || !(ks->up6[0] | ks->up6[1] | ks->up6[2] | ks->up6[3])) {
+	if (mapped) {
 		if (!ks->up4)
 			return 0;
 		ctx->user_ip6[0] = 0;
@@ -277,6 +277,11 @@ static __always_inline int kdns_redirect(struct bpf_sock_addr *ctx, __u64 cg, in
 		ctx->user_port = ks->port4;
 		return 1;
 	}
+	/* A native IPv6 server needs an IPv6 upstream: sendmsg6 cannot
+	 * rewrite to a v4-mapped address (ENOTSUPP), so without one the
+	 * socket goes to the resolver on ::1. */
+	if (!(ks->up6[0] | ks->up6[1] | ks->up6[2] | ks->up6[3]))
+		return 0;
 	ctx->user_ip6[0] = ks->up6[0];
 	ctx->user_ip6[1] = ks->up6[1];
 	ctx->user_ip6[2] = ks->up6[2];

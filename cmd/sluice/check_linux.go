@@ -93,6 +93,7 @@ func runChecks() []checkResult {
 		bpfMode = "available through the daemon at " + api.SocketPath(socketFlag)
 	}
 	rs = append(rs, checkResult{name: "mode bpf", status: modeStatus(bpfMode), detail: bpfMode})
+	rs = append(rs, dnsPathCheck(bpfMode))
 	llMode := "available (Landlock TCP rules and seccomp)"
 	if err := landlock.Available(); err != nil {
 		llMode = "unavailable: " + err.Error()
@@ -144,4 +145,17 @@ func landlockABI() (int, error) {
 		return 0, errno
 	}
 	return int(r), nil
+}
+
+// dnsPathCheck says which DNS path bpf-mode sessions take by default here.
+func dnsPathCheck(bpfMode string) checkResult {
+	var detail string
+	if strings.HasPrefix(bpfMode, "unavailable") {
+		detail = "none: bpf mode is unavailable (the session's proxy resolves)"
+	} else if dnsPathDefault == "kernel" {
+		detail = "kernel: UDP DNS goes straight to the upstream, judged and learned by the datapath; the resolver answers the rest"
+	} else {
+		detail = "resolver: every query goes through the session's local resolver (--dns-path kernel: straight to the upstream, judged and learned by the datapath)"
+	}
+	return checkResult{name: "DNS path", status: checkPass, detail: detail}
 }

@@ -99,7 +99,12 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		}
 		return ""
 	}
+	dnsPath, err := enforcer.ParseDNSPath(pick(o.dnsPath, "", dnsPathDefault))
+	if err != nil {
+		return fail(fmt.Errorf("--dns-path: %w", err))
+	}
 	dns := &enforcer.DNSOptions{
+		Path:      dnsPath,
 		Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs,
 		OnEvent: func(ev dnsresolver.Event) {
 			rep.ReportDNS(ev, func() string { return owner(ev) })
@@ -118,6 +123,9 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox})
 	if err != nil {
 		return fail(err)
+	}
+	if err := s.KernelDNSError(); err != nil {
+		fmt.Fprintf(stderr, "sluice: DNS takes the resolver path: %v\n", err)
 	}
 	// Events can come only once the command runs, after this.
 	alog.session = s.Name()
