@@ -276,3 +276,27 @@ func TestSuggestedAllowlist(t *testing.T) {
 		t.Errorf("sluice learn without -o: exit %d: %s", code, stderr)
 	}
 }
+
+// TestKernelPathGoesStraightUpstream: with --dns-path kernel, an allowed
+// query reaches the upstream as the program sent it (its case intact:
+// sluice's resolver would have normalised it), and is still learned; with
+// --dns-path resolver it goes through the resolver.
+func TestKernelPathGoesStraightUpstream(t *testing.T) {
+	f := newFixture(t)
+	allow := []string{"--allow", "allowed.test", "--dns-path", "kernel"}
+	if os.Getenv("SLUICE_E2E_DNS_PATH") == "resolver" {
+		t.Skip("SLUICE_E2E_DNS_PATH=resolver")
+	}
+	r, stderr := f.probe(t, allow, "resolve-tcp", "AlLoWeD.TeSt", fmt.Sprint(f.port))
+	if !r.OK || r.Reply != world.Greeting {
+		t.Fatalf("kernel path: resolve and connect: %s", r)
+	}
+	if strings.Contains(stderr, "resolver path") || !f.auth.SawExactly("AlLoWeD.TeSt.") {
+		t.Fatalf("kernel path: the query did not reach the upstream as sent (stderr %q)", stderr)
+	}
+	// Twin: the resolver path normalises the name.
+	r, _ = f.probe(t, []string{"--allow", "allowed.test", "--dns-path", "resolver"}, "dns", authV4.String(), "53", "AlLoWeD.tEsT", "A", "udp")
+	if r.Rcode != "NOERROR" || f.auth.SawExactly("AlLoWeD.tEsT.") {
+		t.Fatalf("resolver path: %s (seen as sent: %v)", r, f.auth.SawExactly("AlLoWeD.tEsT."))
+	}
+}
