@@ -8,13 +8,23 @@ PREFIX    ?= /usr/local
 # Empty: each fuzz target runs a fixed number of executions (see fuzz).
 FUZZTIME  ?=
 
-.PHONY: all generate build test unit race lint fuzz bench demo install clean
+.PHONY: all generate check-generate build test unit race lint fuzz bench demo install clean
 
 all: build
 
 # Regenerate the committed BPF objects (needs clang-19, llvm-19, libbpf-dev).
 generate:
 	cd loader && $(GO) generate ./...
+
+# Fail when the committed BPF object or its generated Go is not what the
+# committed bpf/ source generates. Regenerates into the tree (so run it on a
+# clean checkout, as CI does). The output is byte-identical wherever it is
+# built: bpf2go maps the source directory out of the debug info and strips
+# DWARF, and clang-19/libbpf-dev are pinned by Debian's release. Not part of
+# `make test`: building and testing need no clang, only this check does.
+check-generate: generate
+	@git diff --exit-code --stat -- bpf/ loader/ || { echo "check-generate: loader/sluice_bpfel.* differ from what bpf/sluice.c generates: run 'make generate' and commit the result"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- loader/)" || { git status --short -- loader/; echo "check-generate: make generate left untracked files in loader/"; exit 1; }
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/sluice ./cmd/sluice

@@ -36,6 +36,9 @@ func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []
 		}
 	} else {
 		e.Dst = ev.Destination()
+		if ev.Hook == loader.HookSockCreate {
+			e.Proto = loader.SocketProtoName(ev.Args[2])
+		}
 	}
 	return e
 }

@@ -30,6 +30,7 @@
 #define NEXTHDR_HOP 0
 #define NEXTHDR_ROUTING 43
 #define NEXTHDR_DEST 60
+#define EPROTONOSUPPORT 93
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -115,9 +116,15 @@ struct {
 
 #include "kdns.h"
 
-/* Force the event type into BTF for bpf2go -type (it is otherwise only
- * reached through ring buffer pointers). */
+/* Force the event type and the enums of sluice.h into BTF for bpf2go -type
+ * (they are otherwise only reached through ring buffer pointers, or as
+ * constants), so that the Go side is generated from these definitions. */
 const struct event *unused_event __attribute__((unused));
+const enum sluice_hook *unused_hook __attribute__((unused));
+const enum sluice_reason *unused_reason __attribute__((unused));
+const enum sluice_counter *unused_counter __attribute__((unused));
+const enum sluice_session_flag *unused_session_flag __attribute__((unused));
+const enum sluice_event_flag *unused_event_flag __attribute__((unused));
 
 struct verdict {
 	__u64 cgroup;
@@ -147,24 +154,11 @@ static __always_inline int is_local(const __u32 ip[4])
 	       (ip[3] == 0 || ip[3] == bpf_htonl(1));
 }
 
-static __always_inline void count(__u64 cg, int which)
+static __always_inline void count(__u64 cg, enum sluice_counter which)
 {
 	struct counters *c = bpf_map_lookup_elem(&session_counters, &cg);
-	if (!c)
-		return;
-	switch (which) {
-	case 0:
-		c->allowed++;
-		break;
-	case 1:
-		c->denied++;
-		break;
-	case 2:
-		c->audited++;
-		break;
-	default:
-		c->events_lost++;
-	}
+	if (c)
+		c->n[which]++;
 }
 
 static __always_inline void emit(struct verdict *v, __u8 flags)
@@ -177,7 +171,7 @@ static __always_inline void emit(struct verdict *v, __u8 flags)
 	else
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(v->cgroup, 3);
+		count(v->cgroup, COUNTER_EVENTS_LOST);
 		return;
 	}
 	__u64 pt = bpf_get_current_pid_tgid();
@@ -206,11 +200,11 @@ static __always_inline void emit(struct verdict *v, __u8 flags)
 static __always_inline int refuse(struct verdict *v, struct session *s)
 {
 	if (s && (s->flags & SESSION_AUDIT)) {
-		count(v->cgroup, 2);
+		count(v->cgroup, COUNTER_AUDITED);
 		emit(v, EVENT_AUDIT);
 		return 1;
 	}
-	count(v->cgroup, 1);
+	count(v->cgroup, COUNTER_DENIED);
 	emit(v, 0);
 	return 0;
 }
@@ -230,7 +224,7 @@ static __always_inline int judge_addr(struct verdict *v)
 	};
 	__builtin_memcpy(ck.addr, v->ip, 16);
 	if (bpf_map_lookup_elem(&cidrs, &ck)) {
-		count(v->cgroup, 0);
+		count(v->cgroup, COUNTER_ALLOWED);
 		return 1;
 	}
 
@@ -239,7 +233,7 @@ static __always_inline int judge_addr(struct verdict *v)
 	struct learned_value *l = bpf_map_lookup_elem(&learned, &lk);
 	if (l) {
 		if (bpf_ktime_get_boot_ns() < l->expires) {
-			count(v->cgroup, 0);
+			count(v->cgroup, COUNTER_ALLOWED);
 			return 1;
 		}
 		v->reason = REASON_EXPIRED;
@@ -532,7 +526,13 @@ int sluice_getpeername6(struct bpf_sock_addr *ctx)
 
 /* Only TCP and UDP: ICMP ping sockets, SCTP, MPTCP (whose subflows the
  * kernel opens to peer-announced addresses), UDP-Lite and raw sockets are
- * refused at creation. */
+ * refused at creation.
+ *
+ * An MPTCP socket is refused with EPROTONOSUPPORT rather than EPERM: "this
+ * protocol is not available here" is the truth for the session, and it is
+ * the answer on which programs that try MPTCP first fall back to TCP and stop
+ * trying (Go >= 1.24 listeners probe MPTCP once per process and, on EPERM,
+ * would try it again, and be refused again, at every Listen). */
 SEC("cgroup/sock_create")
 int sluice_sock_create(struct bpf_sock *sk)
 {
@@ -547,12 +547,17 @@ int sluice_sock_create(struct bpf_sock *sk)
 		.hook = HOOK_SOCK_CREATE,
 		.reason = REASON_SOCKET_TYPE,
 		.family = sk->family,
-		.proto = proto,
+		/* event.proto is a byte: MPTCP (262) would read as TCP (6).
+		 * arg2 carries the whole number. */
+		.proto = proto <= 0xff ? proto : 0,
 		.arg0 = sk->family,
 		.arg1 = type,
 		.arg2 = proto,
 	};
-	return refuse(&v, bpf_map_lookup_elem(&sessions, &v.cgroup));
+	int verdict = refuse(&v, bpf_map_lookup_elem(&sessions, &v.cgroup));
+	if (!verdict && proto == IPPROTO_MPTCP)
+		bpf_set_retval(-EPROTONOSUPPORT);
+	return verdict;
 }
 
 /* ip_options_source_route reports whether IPv4 options (the len bytes of
@@ -591,31 +596,45 @@ static __always_inline int ip_options_source_route(const __u8 *buf, __u64 len)
 }
 
 /* Source routing sends the packet to the first hop named in the option,
- * an address the connect hook never saw: refuse to set it. */
+ * an address the connect hook never saw: refuse to set it.
+ *
+ * This hook runs on every setsockopt of a session, and most options are
+ * none of its business. The kernel has already copied the option value for
+ * it; what it can spare is the second copy: unless the program sets optlen
+ * to 0, the kernel allocates a buffer, copies the value again and hands that
+ * to the option's handler (kmalloc, memcpy, kfree on every call). optlen = 0
+ * tells it to use the caller's buffer, as if no program ran. Not for IP_OPTIONS, whose value this program judged: the handler must
+ * get the very bytes that were judged, not a buffer another thread may have
+ * rewritten since. */
 SEC("cgroup/setsockopt")
 int sluice_setsockopt(struct bpf_sockopt *ctx)
 {
-	int bad = 0;
+	int bad = 0, judged = 0;
 
 	if (ctx->level == SOL_IPV6 &&
 	    (ctx->optname == IPV6_RTHDR || ctx->optname == IPV6_2292RTHDR ||
 	     ctx->optname == IPV6_2292PKTOPTIONS)) {
 		bad = ctx->optlen > 0;
-	} else if (ctx->level == SOL_IP && ctx->optname == IP_OPTIONS &&
-		   ctx->optlen > 0) {
-		__u8 buf[64] = {};
-		const __u8 *p = ctx->optval, *end = ctx->optval_end;
-		__u64 len = 0;
-		for (int i = 0; i < 40; i++) {
-			if (p + i + 1 > end)
-				break;
-			buf[i] = p[i];
-			len++;
+	} else if (ctx->level == SOL_IP && ctx->optname == IP_OPTIONS) {
+		judged = 1;
+		if (ctx->optlen > 0) {
+			__u8 buf[64] = {};
+			const __u8 *p = ctx->optval, *end = ctx->optval_end;
+			__u64 len = 0;
+			for (int i = 0; i < 40; i++) {
+				if (p + i + 1 > end)
+					break;
+				buf[i] = p[i];
+				len++;
+			}
+			bad = ip_options_source_route(buf, len);
 		}
-		bad = ip_options_source_route(buf, len);
 	}
-	if (!bad)
+	if (!bad) {
+		if (!judged)
+			ctx->optlen = 0;
 		return 1;
+	}
 
 	struct verdict v = {
 		.cgroup = bpf_get_current_cgroup_id(),
@@ -632,9 +651,11 @@ int sluice_setsockopt(struct bpf_sockopt *ctx)
 
 /* The setsockopt hook cannot see per-packet control messages (IPV6_RTHDR or
  * IP_RETOPTS cmsgs on sendmsg), so source-routed packets are also dropped on
- * egress. Only the first bytes of the header are read: a few ns per packet. */
-SEC("cgroup_skb/egress")
-int sluice_egress(struct __sk_buff *skb)
+ * egress. This runs for every packet a session sends: the common packet (an
+ * IPv4 header without options, an IPv6 header followed by no hop-by-hop,
+ * destination or routing header) is recognised from one or two bytes read
+ * in place; only the rest is copied out and parsed (egress_slow). */
+static __always_inline int egress_slow(struct __sk_buff *skb)
 {
 	int bad = 0;
 	struct verdict v = {};
@@ -689,7 +710,26 @@ int sluice_egress(struct __sk_buff *skb)
 	v.reason = REASON_SOURCE_ROUTE;
 	/* Audit mode does not apply: this packet is already on its way to an
 	 * address nobody judged, so it is always dropped. */
-	count(v.cgroup, 1);
+	count(v.cgroup, COUNTER_DENIED);
 	emit(&v, 0);
 	return 0;
+}
+
+SEC("cgroup_skb/egress")
+int sluice_egress(struct __sk_buff *skb)
+{
+	const __u8 *data = (const __u8 *)(long)skb->data;
+	const __u8 *end = (const __u8 *)(long)skb->data_end;
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (data + 1 <= end && (data[0] & 0xf) == 5)
+			return 1;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (data + 7 <= end && data[6] != NEXTHDR_HOP &&
+		    data[6] != NEXTHDR_DEST && data[6] != NEXTHDR_ROUTING)
+			return 1;
+	} else {
+		return 1;
+	}
+	return egress_slow(skb);
 }

@@ -13,7 +13,9 @@
 #define GLOBAL_RINGBUF_SIZE (256 * 1024)
 
 /* session.flags */
-#define SESSION_AUDIT 1 /* allow everything, report what would be denied */
+enum sluice_session_flag {
+	SESSION_AUDIT = 1, /* allow everything, report what would be denied */
+};
 
 /* A session's policy, keyed by the cgroup id of the session's cgroup.
  * dns_port4/6 (network order) are the loopback ports of the session's
@@ -34,12 +36,19 @@ struct dns_orig {
 	__u16 pad;   /* 1: sent to the session's upstream (kdns.h), 0: to its resolver */
 };
 
-/* Per-CPU counters of one session (no atomics on the allowed path). */
+/* Index of a counter in struct counters. */
+enum sluice_counter {
+	COUNTER_ALLOWED = 0,     /* non-loopback egress allowed */
+	COUNTER_DENIED = 1,      /* refused (connect, sendmsg, socket, setsockopt, packet) */
+	COUNTER_AUDITED = 2,     /* would have been denied, allowed by --audit */
+	COUNTER_EVENTS_LOST = 3, /* ring buffer full */
+	COUNTER_MAX = 4,
+};
+
+/* Per-CPU counters of one session (no atomics on the allowed path),
+ * indexed by enum sluice_counter. */
 struct counters {
-	__u64 allowed;     /* non-loopback egress allowed */
-	__u64 denied;      /* refused (connect, sendmsg, socket, setsockopt, packet) */
-	__u64 audited;     /* would have been denied, allowed by --audit */
-	__u64 events_lost; /* ring buffer full */
+	__u64 n[COUNTER_MAX];
 };
 
 /* LPM key: data follows prefixlen immediately, so the session id is two
@@ -87,7 +96,9 @@ enum sluice_reason {
 };
 
 /* event.flags */
-#define EVENT_AUDIT 1 /* allowed because the session is in audit mode */
+enum sluice_event_flag {
+	EVENT_AUDIT = 1, /* allowed because the session is in audit mode */
+};
 
 /* One deny (or would-deny) decision. Allowed connects never produce one. */
 struct event {

@@ -249,3 +249,80 @@ func TestForeignListenerRefused(t *testing.T) {
 	}
 	_ = f.dp.ClearListener(9, f.cgid+1)
 }
+
+// TestHelperSockopts is not a test: TestSetsockoptPassesOptions runs the
+// test binary again with it, inside and outside the session, and compares
+// what the kernel answered.
+func TestHelperSockopts(t *testing.T) {
+	if os.Getenv("SLUICE_LOADERTEST_HELPER") != "sockopts" {
+		t.Skip("helper process of TestSetsockoptPassesOptions")
+	}
+	errno := func(err error) string {
+		if err == nil {
+			return "ok"
+		}
+		if e, ok := err.(unix.Errno); ok {
+			return unix.ErrnoName(e)
+		}
+		return err.Error()
+	}
+	tcp, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodelay := errno(unix.SetsockoptInt(tcp, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1))
+	v, err := unix.GetsockoptInt(tcp, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	udp, err2 := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	// An option value longer than a page (a source filter of zeros).
+	big := make([]byte, 3*4096)
+	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(udp), unix.IPPROTO_IP, unix.IP_MSFILTER,
+		uintptr(unsafe.Pointer(&big[0])), uintptr(len(big)), 0)
+	var bigErr error
+	if e != 0 {
+		bigErr = e
+	}
+	fmt.Printf("nodelay=%s value=%d msfilter=%s\n", nodelay, v, errno(bigErr))
+}
+
+// TestSetsockoptPassesOptions: the setsockopt hook hands options it does
+// not judge to the kernel in the caller's own buffer (optlen = 0): a value
+// set is the value read back, and an option longer than a page gets the
+// same answer as outside the session.
+func TestSetsockoptPassesOptions(t *testing.T) {
+	f := newFixture(t)
+	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	run := func(cgroup bool) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSockopts$", "-test.v")
+		cmd.Env = append(os.Environ(), "SLUICE_LOADERTEST_HELPER=sockopts")
+		if cgroup {
+			fd, err := unix.Open(f.session, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		}
+		out, err := cmd.CombinedOutput()
+		for l := range strings.Lines(string(out)) {
+			if strings.HasPrefix(l, "nodelay=") {
+				return strings.TrimSpace(l)
+			}
+		}
+		t.Fatalf("helper (in session: %v): %v\n%s", cgroup, err, out)
+		return ""
+	}
+	free, confined := run(false), run(true)
+	if !strings.HasPrefix(free, "nodelay=ok value=1 ") {
+		t.Fatalf("unconfined: %s", free)
+	}
+	if confined != free {
+		t.Errorf("in the session the kernel answered %q, outside %q", confined, free)
+	}
+}

@@ -17,7 +17,7 @@ import (
 type SessionFlags uint32
 
 // FlagAudit allows everything and reports what would have been denied.
-const FlagAudit SessionFlags = 1
+const FlagAudit = SessionFlags(sluiceSluiceSessionFlagSESSION_AUDIT)
 
 // Counters are a session's decision counts, summed over CPUs.
 type Counters struct {
@@ -205,10 +205,10 @@ func (d *Datapath) Counters(cgid uint64) (Counters, error) {
 	}
 	var c Counters
 	for _, p := range per {
-		c.Allowed += p.Allowed
-		c.Denied += p.Denied
-		c.Audited += p.Audited
-		c.EventsLost += p.EventsLost
+		c.Allowed += p.N[sluiceSluiceCounterCOUNTER_ALLOWED]
+		c.Denied += p.N[sluiceSluiceCounterCOUNTER_DENIED]
+		c.Audited += p.N[sluiceSluiceCounterCOUNTER_AUDITED]
+		c.EventsLost += p.N[sluiceSluiceCounterCOUNTER_EVENTS_LOST]
 	}
 	return c, nil
 }

@@ -38,7 +38,13 @@ func newReporter(w io.Writer) *reporter {
 }
 
 // Report accounts for one event and prints it unless rate-limited.
+// A denial the program falls back from by itself (loader.Event.FallsBack:
+// an MPTCP socket, which Go servers try first) is left to the audit log:
+// neither a line nor a count in the summary, which ask the user to act.
 func (r *reporter) Report(e loader.Event) {
+	if e.FallsBack() {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e.Audit {
@@ -81,6 +87,9 @@ func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
 
 // ReportDaemon accounts for an event streamed by the daemon.
 func (r *reporter) ReportDaemon(e audit.Event) {
+	if daemonFallsBack(e) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e.Type {
@@ -105,6 +114,13 @@ func (r *reporter) ReportDaemon(e audit.Event) {
 		}
 		return e.Message
 	})
+}
+
+// daemonFallsBack is loader.Event.FallsBack for an event the daemon
+// converted: a refused socket whose protocol is MPTCP.
+func daemonFallsBack(e audit.Event) bool {
+	return (e.Type == audit.EgressDenied || e.Type == audit.EgressAudit) &&
+		e.Reason == loader.ReasonSocketType.String() && e.Proto == "mptcp"
 }
 
 // ReportProxy accounts for an event of the session's proxy.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/loader"
 )
 
@@ -48,5 +49,34 @@ func TestReporterAudit(t *testing.T) {
 	}
 	if got := newReporter(&buf).Summary(); got != "" {
 		t.Fatalf("empty summary %q", got)
+	}
+}
+
+// TestReporterMPTCPFallback: a refused MPTCP socket, which Go servers try
+// before TCP and recover from by themselves, is neither printed nor
+// counted, whether it comes from the kernel or through the daemon; other
+// refused sockets still are.
+func TestReporterMPTCPFallback(t *testing.T) {
+	var buf bytes.Buffer
+	r := newReporter(&buf)
+	mptcp := loader.Event{PID: 7, Comm: "server", Hook: loader.HookSockCreate, Reason: loader.ReasonSocketType, Args: [3]int32{2, 1, 262}}
+	if got, want := mptcp.Destination(), "socket(AF_INET, SOCK_STREAM, mptcp)"; got != want {
+		t.Fatalf("Destination() = %q, want %q", got, want)
+	}
+	r.Report(mptcp)
+	mptcp.Audit = true
+	r.Report(mptcp)
+	r.ReportDaemon(audit.Event{Type: audit.EgressDenied, Reason: loader.ReasonSocketType.String(), Proto: "mptcp",
+		Dst: "socket(AF_INET, SOCK_STREAM, mptcp)", Message: "denied server[7] -> socket(AF_INET, SOCK_STREAM, mptcp): only TCP and UDP sockets are allowed"})
+	if buf.Len() != 0 {
+		t.Fatalf("an MPTCP fallback was printed:\n%s", buf.String())
+	}
+	if got := r.Summary(); got != "" {
+		t.Fatalf("an MPTCP fallback was counted: %q", got)
+	}
+	sctp := loader.Event{PID: 7, Comm: "server", Hook: loader.HookSockCreate, Reason: loader.ReasonSocketType, Args: [3]int32{2, 1, 132}}
+	r.Report(sctp)
+	if !strings.Contains(buf.String(), "denied server[7] -> socket(AF_INET, SOCK_STREAM, sctp)") {
+		t.Fatalf("an SCTP refusal was not printed: %q", buf.String())
 	}
 }

@@ -60,8 +60,10 @@ func buildWorker(ctx context.Context, dir string) (string, error) {
 
 // runWorker runs the worker once in s and returns the ns/op it printed.
 // With newNet the worker gets a fresh network namespace of its own, which
-// has no interface but a loopback that is down.
-func runWorker(ctx context.Context, s starter, worker string, newNet bool, args ...string) (float64, error) {
+// has no interface but a loopback that is down; prepare, when not nil, is
+// then called with the worker's pid once it runs, to configure that
+// namespace from outside (the worker, as uid 65534, cannot).
+func runWorker(ctx context.Context, s starter, worker string, newNet bool, prepare func(pid int) error, args ...string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, workerTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, worker, args...)
@@ -87,6 +89,13 @@ func runWorker(ctx context.Context, s starter, worker string, newNet bool, args 
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return 0, fmt.Errorf("raise the priority of %s: %w", what, err)
+	}
+	if prepare != nil {
+		if err := prepare(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, fmt.Errorf("prepare %s: %w%s", what, err, quoteOutput(stderr.String()))
+		}
 	}
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {

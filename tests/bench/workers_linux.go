@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 type workerBench struct {
 	name     string
 	args     []string
-	newNet   bool    // run in a fresh, empty network namespace
-	maxRatio float64 // 0: report only
-	judged   int     // connects the LPM must allow per run, checked in the session's counters
-	control  bool    // both arms unconfined: shows the noise floor of a ratio
+	newNet   bool                // run in a fresh, empty network namespace
+	prepare  func(pid int) error // configures the worker's fresh namespace (newNet)
+	maxRatio float64             // 0: report only
+	judged   int                 // connects the LPM must allow per run, checked in the session's counters
+	control  bool                // both arms unconfined: shows the noise floor of a ratio
 	s        series
 }
 
@@ -36,7 +38,7 @@ func measureWorkers(ctx context.Context, o options, until time.Time, worker stri
 		a := []string{"-op", op, "-n", strconv.Itoa(n), "-warmup", strconv.Itoa(warmup), "-chunks", strconv.Itoa(min(20, n))}
 		return append(a, extra...)
 	}
-	tcpN, udpN, judgedN := iters(10_000), iters(60_000), iters(30_000)
+	tcpN, udpN, judgedN, cycleN := iters(10_000), iters(60_000), iters(30_000), iters(10_000)
 	const judgedWarmup = 2000
 	addrs4 := joinAddrs(targets(rng, prefixes, true, 64))
 	addrs6 := joinAddrs(targets(rng, prefixes, false, 64))
@@ -48,17 +50,26 @@ func measureWorkers(ctx context.Context, o options, until time.Time, worker stri
 			newNet: true, judged: judgedN + judgedWarmup},
 		{name: "judged IPv6 connect (LPM hit, then EADDRNOTAVAIL)", args: args("connect", judgedN, judgedWarmup, "-addrs", addrs6),
 			newNet: true, judged: judgedN + judgedWarmup},
+		// A program's real cycle: what a client does per connection to
+		// an allowed remote host, through the LPM and the setsockopt hook.
+		{name: "TCP cycle to an allowed remote address (socket, SO_LINGER, TCP_NODELAY, connect, close; LPM hit)",
+			args: args("cycle", cycleN, 1000, "-addrs", cycleAddr.String()), newNet: true, prepare: prepareCycleNetns,
+			maxRatio: 1.05, judged: cycleN + 1000},
+	}
+	if o.workers != nil {
+		benches = slices.DeleteFunc(benches, func(b *workerBench) bool { return !o.workers.MatchString(b.name) })
 	}
 	rounds, err := roundsWithin(o.rounds, until, func(r int) error {
 		fmt.Fprintf(os.Stderr, "bench: worker benchmarks, round %d/%d\n", r+1, o.rounds)
 		for _, b := range benches {
-			unconfined := func() (float64, error) { return runWorker(ctx, free.sess, worker, b.newNet, b.args...) }
+			start := func(s starter) (float64, error) { return runWorker(ctx, s, worker, b.newNet, b.prepare, b.args...) }
+			unconfined := func() (float64, error) { return start(free.sess) }
 			confined := func() (float64, error) {
 				before, err := sess.Counters()
 				if err != nil {
 					return 0, err
 				}
-				ns, err := runWorker(ctx, confinedArm{sess}, worker, b.newNet, b.args...)
+				ns, err := start(confinedArm{sess})
 				if err != nil || b.judged == 0 {
 					return ns, err
 				}

@@ -816,3 +816,22 @@ echo "ok=$ok fail=$fail" > %[2]s/result.tmp; mv %[2]s/result.tmp %[2]s/result
 		t.Fatalf("the last fresh name never reached the upstream")
 	}
 }
+
+// TestMPTCPFallbackThroughDaemon: through the daemon too, a refused MPTCP
+// socket (which Go servers try before TCP) is named mptcp in the daemon's
+// audit log and is neither printed nor counted on the client's terminal; a
+// Go listener starts normally.
+func TestMPTCPFallbackThroughDaemon(t *testing.T) {
+	f := newFixture(t, "203.0.113.10")
+	out, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", world.BuildProbe(t), "listen-go", "127.0.0.1")
+	if r, err := world.ParseProbeResult([]byte(out)); err != nil || !r.OK || code != 0 {
+		t.Fatalf("Go listener through the daemon: %v %v (exit %d)", r, err, code)
+	}
+	e := f.waitAudit(t, "egress_denied", func(e map[string]any) bool { return e["proto"] == "mptcp" })
+	if e["dst"] != "socket(AF_INET, SOCK_STREAM, mptcp)" || e["comm"] != "probe" {
+		t.Errorf("MPTCP refusal in the audit log: %v", e)
+	}
+	if strings.Contains(stderr, "mptcp") || strings.Contains(stderr, "SOCK_STREAM, tcp") || strings.Contains(stderr, "sluice: denied") {
+		t.Errorf("the MPTCP refusal reached the client's terminal:\n%s", stderr)
+	}
+}

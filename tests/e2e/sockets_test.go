@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +137,71 @@ func TestSCTP(t *testing.T) {
 		}
 		w.AssertNothingArrived(t, sctpTo(start, host, sctpPort), settle)
 	}
+}
+
+// TestMPTCPFallback: an MPTCP socket is refused with EPROTONOSUPPORT (not
+// EPERM), the answer on which programs that try MPTCP first fall back to
+// TCP; a Go server (net.Listen tries MPTCP first since Go 1.24) starts
+// normally. The refusal names mptcp, not tcp (262 read as a byte is 6),
+// and it is kept in the audit log but not printed on the terminal, where
+// it would ask the user to act on something that failed nowhere.
+func TestMPTCPFallback(t *testing.T) {
+	w := newWorld(t)
+	const afInet, sockStream, ipprotoMPTCP = "2", "1", "262"
+	if twin := w.RunProbe(t, nobody, "socket-proto", afInet, sockStream, ipprotoMPTCP); !twin.OK {
+		t.Skipf("MPTCP sockets are not available here even unconfined (%s)", twin.Error)
+	}
+	const dst = "socket(AF_INET, SOCK_STREAM, mptcp)"
+	quiet := func(t *testing.T, run runResult) {
+		t.Helper()
+		if strings.Contains(run.Stderr, "mptcp") || strings.Contains(run.Stderr, "SOCK_STREAM, tcp") || len(denialLines(run.Stderr)) > 0 {
+			t.Errorf("the MPTCP refusal reached the terminal:\n%s", run.Stderr)
+		}
+		if strings.Contains(run.Stderr, "sluice: denied") || strings.Contains(run.Stderr, "would have been denied") {
+			t.Errorf("the MPTCP refusal was counted in the summary:\n%s", run.Stderr)
+		}
+	}
+	logged := func(t *testing.T, path, typ string) {
+		t.Helper()
+		for _, e := range world.ReadAuditLog(t, path) {
+			if e["type"] == typ && e["dst"] == dst && e["proto"] == "mptcp" && e["reason"] == socketReason &&
+				strings.Contains(fmt.Sprint(e["message"]), dst) {
+				return
+			}
+		}
+		t.Errorf("the audit log has no %s line for %s", typ, dst)
+	}
+
+	t.Run("socket", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		r, run := confinedProbe(t, w, defaultPolicy, []string{"--audit-log", path}, "socket-proto", afInet, sockStream, ipprotoMPTCP)
+		if r.OK || r.Errno != "EPROTONOSUPPORT" || r.Stage != "socket" {
+			t.Errorf("MPTCP socket: got %v, want EPROTONOSUPPORT at socket", r)
+		}
+		quiet(t, run)
+		logged(t, path, "egress_denied")
+	})
+	t.Run("go-listener", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		r, run := confinedProbe(t, w, defaultPolicy, []string{"--audit-log", path}, "listen-go", "127.0.0.1")
+		wantOK(t, r)
+		quiet(t, run)
+		logged(t, path, "egress_denied")
+	})
+	t.Run("audit", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		r, run := confinedProbe(t, w, defaultPolicy, []string{"--audit", "--audit-log", path}, "socket-proto", afInet, sockStream, ipprotoMPTCP)
+		wantOK(t, r)
+		quiet(t, run)
+		logged(t, path, "egress_would_deny")
+	})
+	// Other refused sockets are still refused with EPERM and printed
+	// (an ICMP ping socket, which the client namespace lets uid 65534
+	// open).
+	t.Run("ping-still-printed", func(t *testing.T) {
+		r, run := confinedProbe(t, w, defaultPolicy, nil, "socket-proto", afInet, "2", "1")
+		wantDenied(t, r, "socket")
+		wantDenialLine(t, run.Stderr, "denied", "socket(AF_INET, SOCK_DGRAM, icmp)", socketReason)
+		wantSummary(t, run.Stderr, 1, 1)
+	})
 }

@@ -47,6 +47,9 @@
 //	resolve-tcp NAME PORT       resolve NAME, then TCP-connect to its first address
 //	proxy-connect HOST PORT     HTTP CONNECT to HOST:PORT through $HTTPS_PROXY, read the greeting
 //	socket FAMILY TYPE          socket(FAMILY, TYPE, 0) and close it (numbers, e.g. 40 1 for AF_VSOCK)
+//	socket-proto FAMILY TYPE PROTO  socket(FAMILY, TYPE, PROTO) and close it (2 1 262: MPTCP)
+//	listen-go ADDR              net.Listen("tcp", ADDR:0) as a Go server does (MPTCP first,
+//	                            then TCP); reply: the bound address
 //	daemon-run SOCKET PATH      ask the sluice daemon on SOCKET to run PATH as uid 65534
 //	api-handoff SOCKET DIR      connect to the daemon, hand the connection to a child and
 //	                            exit (reply: this pid); the child sends a session request once
@@ -113,6 +116,8 @@ func init() {
 		"resolve-tcp":   {"NAME PORT", 2, runResolveTCP},
 		"proxy-connect": {"HOST PORT", 2, runProxyConnect},
 		"socket":        {"FAMILY TYPE", 2, runSocket},
+		"socket-proto":  {"FAMILY TYPE PROTO", 3, runSocketProto},
+		"listen-go":     {"ADDR", 1, runListenGo},
 		"daemon-run":    {"SOCKET PATH", 2, runDaemonRun},
 		"api-handoff":   {"SOCKET DIR", 2, runAPIHandoff},
 	}

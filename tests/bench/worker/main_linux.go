@@ -18,10 +18,19 @@
 //	         connect hook has judged it: the worker refuses to run unless its
 //	         network namespace has no interface but loopback, so no packet
 //	         can leave (the driver starts it in a fresh, empty namespace)
+//	sockopt  setsockopt(TCP_NODELAY) on one TCP socket
+//	cycle    a program's real cycle on an allowed remote address: socket,
+//	         setsockopt SO_LINGER and TCP_NODELAY, connect, close, to a
+//	         listener the worker owns on -addrs, a non-loopback address
+//	         that the driver puts on the loopback interface of the
+//	         worker's fresh namespace once it runs (the worker waits for
+//	         it); the connect hook judges it (an LPM hit) like any remote
+//	         destination. The same emptiness check as connect applies:
+//	         nothing can leave.
 //
 // Usage:
 //
-//	worker -op tcp|udp|connect [-n N] [-warmup N] [-chunks K] [-addrs A,B,...]
+//	worker -op tcp|udp|connect|cycle|sockopt [-n N] [-warmup N] [-chunks K] [-addrs A,B,...]
 //
 // The timed iterations run in K chunks and the figure is the median
 // chunk's mean, so that one interrupted stretch does not move it.
@@ -49,11 +58,11 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	op := flag.String("op", "", "operation: tcp, udp or connect")
+	op := flag.String("op", "", "operation: tcp, udp, connect, cycle or sockopt")
 	n := flag.Int("n", 10000, "timed iterations")
 	warmup := flag.Int("warmup", 1000, "untimed iterations before the timed ones")
 	chunks := flag.Int("chunks", 20, "split the timed iterations into this many chunks and report the median chunk")
-	addrs := flag.String("addrs", "", "comma-separated destinations for -op connect")
+	addrs := flag.String("addrs", "", "comma-separated destinations for -op connect; the listener's address for -op cycle")
 	flag.Parse()
 	if *n <= 0 || *warmup < 0 || *chunks <= 0 || *chunks > *n {
 		fail(errors.New("want -n > 0, -warmup ≥ 0 and 0 < -chunks ≤ -n"))
@@ -68,8 +77,12 @@ func main() {
 		loop, err = udpLoop()
 	case "connect":
 		loop, err = unreachableLoop(*addrs)
+	case "cycle":
+		loop, err = cycleLoop(*addrs)
+	case "sockopt":
+		loop, err = sockoptLoop()
 	default:
-		err = fmt.Errorf("unknown -op %q (want tcp, udp or connect)", *op)
+		err = fmt.Errorf("unknown -op %q (want tcp, udp, connect, cycle or sockopt)", *op)
 	}
 	if err != nil {
 		fail(err)
@@ -160,6 +173,101 @@ func tcpLoop() (func(int) (time.Duration, error), error) {
 	}, nil
 }
 
+// cycleLoop returns a loop of what a client program does for each
+// connection to an allowed remote host: socket, SO_LINGER, TCP_NODELAY,
+// connect, close. The listener is on addr, which must be a local but not a
+// loopback address (the driver puts it on lo in a namespace of its own), so
+// that sluice judges the connect through the CIDR map, as it would a
+// remote host's, and runs its setsockopt hook on both options. As in
+// tcpLoop, accept and close are untimed and on this thread, and both ends
+// linger 0, so no TIME_WAIT piles up.
+func cycleLoop(addr string) (func(int) (time.Duration, error), error) {
+	if err := requireEmptyNetns(); err != nil {
+		return nil, err
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(addr))
+	if err != nil || !a.Is4() || a.IsLoopback() {
+		return nil, fmt.Errorf("-op cycle needs one non-loopback IPv4 -addrs, got %q", addr)
+	}
+	linger := &unix.Linger{Onoff: 1, Linger: 0}
+	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("listener socket: %w", err)
+	}
+	if err := unix.SetsockoptLinger(lfd, unix.SOL_SOCKET, unix.SO_LINGER, linger); err != nil {
+		return nil, fmt.Errorf("listener SO_LINGER: %w", err)
+	}
+	// The driver configures this namespace from outside once the worker
+	// runs: wait (bounded) for the address. Not by retrying bind, which
+	// a fresh namespace, having no routing tables yet, allows for any
+	// address.
+	for deadline := time.Now().Add(5 * time.Second); !hasAddr(a); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s did not appear on an interface within 5s (the driver puts it on lo)", a)
+		}
+	}
+	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: a.As4()}); err != nil {
+		return nil, fmt.Errorf("bind listener to %s: %w", a, err)
+	}
+	if err := unix.Listen(lfd, 16); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	sa, err := unix.Getsockname(lfd)
+	if err != nil {
+		return nil, fmt.Errorf("listener address: %w", err)
+	}
+	return func(n int) (time.Duration, error) {
+		var total time.Duration
+		for i := 0; i < n; i++ {
+			start := time.Now()
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return 0, fmt.Errorf("client socket: %w", err)
+			}
+			if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, linger); err != nil {
+				unix.Close(fd)
+				return 0, fmt.Errorf("SO_LINGER: %w", err)
+			}
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+				unix.Close(fd)
+				return 0, fmt.Errorf("TCP_NODELAY: %w", err)
+			}
+			if err := unix.Connect(fd, sa); err != nil {
+				unix.Close(fd)
+				return 0, fmt.Errorf("connect to %s: %w (EPERM: the address is not in the session's CIDRs)", a, err)
+			}
+			unix.Close(fd)
+			total += time.Since(start)
+
+			afd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+			if err != nil {
+				return 0, fmt.Errorf("accept: %w", err)
+			}
+			unix.Close(afd)
+		}
+		return total, nil
+	}, nil
+}
+
+// sockoptLoop returns a loop of setsockopt(TCP_NODELAY) on one TCP
+// socket: the cost every option a program sets pays for sluice's
+// setsockopt hook, which never refuses this one.
+func sockoptLoop() (func(int) (time.Duration, error), error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	return func(n int) (time.Duration, error) {
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, i&1); err != nil {
+				return 0, fmt.Errorf("TCP_NODELAY: %w", err)
+			}
+		}
+		return time.Since(start), nil
+	}, nil
+}
+
 // udpLoop returns a loop of unconnected sendto to a loopback socket that
 // never reads. Its queue fills within the warm-up and the kernel then drops
 // each datagram at the receiving socket: the same work in both arms, less
@@ -239,6 +347,32 @@ func unreachableLoop(list string) (func(int) (time.Duration, error), error) {
 		}
 		return time.Since(start), nil
 	}, nil
+}
+
+// hasAddr reports whether a is an address of an interface of this network
+// namespace that is up.
+func hasAddr(a netip.Addr) bool {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return false
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, err := i.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, x := range addrs {
+			if n, ok := x.(*net.IPNet); ok {
+				if b, ok := netip.AddrFromSlice(n.IP); ok && b.Unmap() == a {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // requireEmptyNetns refuses to go on unless every interface of this network
