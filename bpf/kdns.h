@@ -653,8 +653,8 @@ static long kdns_rr_step(__u32 i, void *ctx)
 		}
 		return 0;
 	}
-	if (i >= w->an) { /* authority: SOA or NS only (negative answers) */
-		if (type != DNS_TYPE_SOA && type != DNS_TYPE_NS) {
+	if (i >= w->an) { /* authority: SOA only (negative answers), as the resolver keeps */
+		if (type != DNS_TYPE_SOA) {
 			w->why = KDNS_WHY_RECORDS;
 			return 1;
 		}
