@@ -95,12 +95,10 @@ func kdnsConfig(r *dnsresolver.Resolver, ups []string, d *DNSOptions) (loader.KD
 		if err != nil {
 			continue
 		}
+		// A loopback upstream (127.0.0.53) works too: sessions share the
+		// network namespace of their owner (the daemon refuses callers in
+		// another), so the upstream the owner can reach, they can.
 		a := ap.Addr().Unmap()
-		if a.IsLoopback() {
-			// A loopback upstream (127.0.0.53) would make the kernel path's
-			// answers indistinguishable from injected ones: resolver path.
-			return c, false
-		}
 		if a.Is4() && !c.Upstream4.IsValid() {
 			c.Upstream4 = netip.AddrPortFrom(a, ap.Port())
 		} else if a.Is6() && !c.Upstream6.IsValid() {
@@ -116,7 +114,7 @@ func kdnsConfig(r *dnsresolver.Resolver, ups []string, d *DNSOptions) (loader.KD
 func (s *Session) startKDNS(opts Options, ups []string) error {
 	cfg, ok := kdnsConfig(s.resolver, ups, opts.DNS)
 	if !ok {
-		return errors.New("no non-loopback IP upstream: the session's DNS stays on the resolver path")
+		return errors.New("no IP upstream: the session's DNS stays on the resolver path")
 	}
 	id := s.cg.ID()
 	if !opts.SharedEvents {

@@ -306,3 +306,26 @@ func (d *Datapath) SweepLearned(cgid uint64, now time.Duration) (int, error) {
 	}
 	return n, it.Err()
 }
+
+// KDNSProgramStats are the run time and run count of the kernel DNS path's
+// egress and ingress programs, for benchmarks. The kernel counts only while
+// statistics are on (ebpf.EnableStats, or sysctl kernel.bpf_stats_enabled).
+func (d *Datapath) KDNSProgramStats() (egress, ingress ebpf.ProgramStats, err error) {
+	get := func(name string) (ebpf.ProgramStats, error) {
+		for i, a := range attachments {
+			if a.name == name && i < len(d.progs) {
+				s, err := d.progs[i].Stats()
+				if err != nil {
+					return ebpf.ProgramStats{}, fmt.Errorf("statistics of %s: %w", name, err)
+				}
+				return *s, nil
+			}
+		}
+		return ebpf.ProgramStats{}, fmt.Errorf("statistics of %s: no such program", name)
+	}
+	if egress, err = get("link_kdns_egress"); err != nil {
+		return egress, ingress, err
+	}
+	ingress, err = get("link_kdns_ingress")
+	return egress, ingress, err
+}

@@ -44,6 +44,8 @@ type options struct {
 	daemonOpts daemonOptions
 	proxy      bool
 	proxyOpts  proxyOptions
+	kdns       bool // the kernel DNS path against the resolver path (kdns_linux.go)
+	kdnsRounds int
 }
 
 func main() {
@@ -55,10 +57,12 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", 1, "multiplies every worker's iteration count")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random CIDR set")
 	flag.DurationVar(&o.budget, "budget", 130*time.Second, "measure for about this long at most: on a busy machine, run fewer rounds")
-	flag.DurationVar(&o.timeout, "timeout", 360*time.Second, "give up (and clean up) after this long")
+	flag.DurationVar(&o.timeout, "timeout", 480*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), or \"daemon\"")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", or \"kdns\" (the kernel DNS path against the resolver path, in sessions)")
+	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
+	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)
 		return err
@@ -72,8 +76,9 @@ func main() {
 
 func run(o options) int {
 	dnsOnly, daemonOnly, proxyOnly := o.only == "dns", o.only == "daemon", o.only == "proxy"
-	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\" and \"daemon\"\n", o.only)
+	kdnsOnly := o.only == "kdns"
+	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !kdnsOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\" and \"kdns\"\n", o.only)
 		return 2
 	}
 	if err := o.proxyOpts.validate(); (o.proxy || proxyOnly) && err != nil {
@@ -97,6 +102,8 @@ func run(o options) int {
 		minTimeout = daemonBudget
 	case proxyOnly:
 		minTimeout = proxyBudget
+	case kdnsOnly:
+		minTimeout = kdnsBudget
 	case o.dns:
 		minTimeout += dnsBudget
 	}
@@ -105,6 +112,9 @@ func run(o options) int {
 	}
 	if o.daemon && o.only == "" {
 		minTimeout += daemonBudget
+	}
+	if o.kdns && o.only == "" {
+		minTimeout += kdnsBudget
 	}
 	if !dnsOnly && !proxyOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
@@ -131,6 +141,8 @@ func run(o options) int {
 		measure = benchDaemonOnly
 	case proxyOnly:
 		measure = benchProxyOnly
+	case kdnsOnly:
+		measure = benchKDNSOnly
 	}
 	missed, err := measure(ctx, o)
 	if err != nil {
@@ -170,6 +182,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	var daemonRes *daemonResult
 	if o.daemon {
 		if daemonRes, err = measureDaemon(ctx, o.sluice, o.instance, o.daemonOpts); err != nil {
+			return false, err
+		}
+	}
+	// So does the kernel DNS path, on an instance of its own.
+	var kdnsRes *kdnsResult
+	if o.kdns {
+		if kdnsRes, err = measureKDNS(ctx, o.instance, o.kdnsRounds); err != nil {
 			return false, err
 		}
 	}
@@ -318,6 +337,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 		rows = append(rows, dnsRes.rows()...)
 		missed = missed || dnsRes.missed()
 	}
+	if kdnsRes != nil {
+		rows = append(rows, kdnsRes.rows()...)
+		missed = missed || kdnsRes.missed()
+	}
 	if proxyRes != nil {
 		rows = append(rows, proxyRes.rows()...)
 		missed = missed || proxyRes.missed()
@@ -344,6 +367,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	if dnsRes != nil {
 		fmt.Fprintln(w)
 		dnsRes.describe(w)
+	}
+	if kdnsRes != nil {
+		fmt.Fprintln(w)
+		kdnsRes.describe(w)
 	}
 	if proxyRes != nil {
 		fmt.Fprintln(w)
