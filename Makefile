@@ -54,8 +54,10 @@ race:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./dnsresolver/ ./userspace/proxy/ ./allowlist/
 
 # Bounded fuzzing of the parsers that take hostile input: the allowlist
-# file, DNS answers (filtering and the whole resolve path) and the UDP fast
-# path's query parser and answer filter (held to miekg/dns and FilterAnswer).
+# file, DNS answers (filtering and the whole resolve path), the UDP fast
+# path's query parser and answer filter (held to miekg/dns and FilterAnswer),
+# and the kernel DNS path's BPF query and answer judges, run through
+# BPF_PROG_TEST_RUN (root; held to miekg/dns and FilterAnswer too).
 #
 # Each target runs a count of executions (about 20 s each on a 2-CPU
 # runner), not a duration: Go 1.26's fuzz coordinator can report a bare
@@ -68,6 +70,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=$(or $(FUZZTIME),300000x) ./dnsresolver/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/
 	$(GO) test -run='^$$' -fuzz='^FuzzAcceptWire$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/
+	$(GO) test -run='^$$' -fuzz='^FuzzKDNSQuery$$' -fuzztime=$(or $(FUZZTIME),100000x) ./loader/kdnstest/
+	$(GO) test -run='^$$' -fuzz='^FuzzKDNSAnswer$$' -fuzztime=$(or $(FUZZTIME),150000x) ./loader/kdnstest/
 
 # The whole suite: lint, unit and kernel end-to-end tests, the race
 # detector, bounded fuzzing.

@@ -376,15 +376,11 @@ static __always_inline void kdns_report(struct kdns_l4 *l, __u64 session, __u64 
 #define KDNS_PASS 1
 #define KDNS_DROP_QUIET 2
 
-SEC("cgroup_skb/egress")
-int sluice_kdns_egress(struct __sk_buff *skb)
+/* kdns_egress_judge judges a datagram of a redirected socket of session
+ * (whose cookie is cookie): the egress program's body, and the fuzz
+ * target's (bpf/kdns_test.c). */
+static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 session, __u64 cookie)
 {
-	struct dns_orig *o = kdns_socket(skb);
-	if (!o)
-		return KDNS_PASS;
-
-	__u64 session = bpf_skb_cgroup_id(skb);
-	__u64 cookie = bpf_get_socket_cookie(skb);
 	__u32 zero = 0;
 	struct kdns_qscratch *s = bpf_map_lookup_elem(&kdns_qscratch, &zero);
 	struct kdns_l4 l = {};
@@ -463,6 +459,14 @@ punt:
 		return KDNS_PASS;
 	kdns_report(&l, session, cookie, KDNS_EV_QUERY, why, s->pkt, len, 1);
 	return KDNS_DROP_QUIET;
+}
+
+SEC("cgroup_skb/egress")
+int sluice_kdns_egress(struct __sk_buff *skb)
+{
+	if (!kdns_socket(skb))
+		return KDNS_PASS;
+	return kdns_egress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
 }
 
 /* ---- ingress: the answer ---- */
@@ -769,21 +773,17 @@ static long kdns_cmp_q_step(__u32 i, void *ctx)
 	return 0;
 }
 
-SEC("cgroup_skb/ingress")
-int sluice_kdns_ingress(struct __sk_buff *skb)
+/* kdns_ingress_judge judges a datagram arriving on a redirected socket of
+ * session (whose cookie is cookie): the ingress program's body, and the
+ * fuzz target's (bpf/kdns_test.c). */
+static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 session, __u64 cookie)
 {
-	struct dns_orig *o = kdns_socket(skb);
-	if (!o)
-		return 1;
-
 	struct kdns_l4 l = {};
 	if (kdns_parse_l4(skb, &l) || l.len < 12)
 		return 0;
 	__u8 hdr[12];
 	if (bpf_skb_load_bytes(skb, l.off, hdr, 12))
 		return 0;
-	__u64 session = bpf_skb_cgroup_id(skb);
-	__u64 cookie = bpf_get_socket_cookie(skb);
 	struct kdns_query_key k = {.cookie = cookie, .id = ((__u32)hdr[0] << 8) | hdr[1]};
 	struct kdns_query *q = bpf_map_lookup_elem(&kdns_queries, &k);
 	/* An answer nobody asked for, or from elsewhere, never arrives. */
@@ -859,4 +859,12 @@ punt:
 	q->state = KDNS_Q_USER;
 	kdns_report(&l, session, cookie, KDNS_EV_ANSWER, why, s->pkt, len, 0);
 	return 0;
+}
+
+SEC("cgroup_skb/ingress")
+int sluice_kdns_ingress(struct __sk_buff *skb)
+{
+	if (!kdns_socket(skb))
+		return 1;
+	return kdns_ingress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
 }
