@@ -97,6 +97,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, KDNS_MAX_QUERIES);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU); /* per-CPU lists: no shared lock */
 	__type(key, struct kdns_query_key);
 	__type(value, struct kdns_query);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -603,6 +604,7 @@ struct kdns_walk {
 	struct kdns_session *ks;
 	__u32 len, pos, an, ns, ar;
 	__u32 chain_len, naddr, opts;
+	__u32 chain_ptr; /* where the current chain name is written in the message */
 	__u8 why; /* non-zero: user space decides */
 	int bad;  /* malformed: user space decides too */
 };
@@ -636,7 +638,19 @@ static long kdns_rr_step(__u32 i, void *ctx)
 
 	if (i >= w->an + w->ns + w->ar)
 		return 1;
-	__u32 olen = kdns_name_at(s, s->owner, w->len, w->pos, &end);
+	/* The common owner is a pointer to where the chain's current name is
+	 * written (the question, or the last CNAME's target): no need to
+	 * decode and compare it. */
+	__u32 pos = w->pos, olen, same = 0;
+	__u8 b0 = s->pkt[kdns_ai(pos)], b1 = s->pkt[kdns_ai(pos + 1)];
+	if (i < w->an && pos + 2 <= w->len && (b0 & 0xc0) == 0xc0 &&
+	    ((((__u32)b0 & 0x3f) << 8) | b1) == w->chain_ptr) {
+		olen = w->chain_len;
+		end = pos + 2;
+		same = 1;
+	} else {
+		olen = kdns_name_at(s, s->owner, w->len, pos, &end);
+	}
 	if (!olen || end + 10 > w->len) {
 		w->bad = 1;
 		return 1;
@@ -671,7 +685,8 @@ static long kdns_rr_step(__u32 i, void *ctx)
 		w->why = KDNS_WHY_RECORDS;
 		return 1;
 	}
-	bpf_loop(olen & 255, kdns_cmp_owner_step, &cmp, 0);
+	if (!same)
+		bpf_loop(olen & 255, kdns_cmp_owner_step, &cmp, 0);
 	if (cmp.differ) {
 		w->why = KDNS_WHY_RECORDS;
 		return 1;
@@ -688,6 +703,7 @@ static long kdns_rr_step(__u32 i, void *ctx)
 			return 1;
 		}
 		w->chain_len = tl;
+		w->chain_ptr = rd;
 		return 0;
 	}
 	if ((type != DNS_TYPE_A || rdlen != 4) && (type != DNS_TYPE_AAAA || rdlen != 16)) {
@@ -834,7 +850,7 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 	__u32 z = s->zero;
 	struct kdns_walk w = {.s = s, .q = q, .ks = ks, .len = len, .pos = end + 4 + z,
 			      .an = an, .ns = ns, .ar = ar, .chain_len = qlen + z, .naddr = z,
-			      .opts = z, .why = z, .bad = z};
+			      .opts = z, .why = z, .bad = z, .chain_ptr = 12 + z};
 	bpf_loop(KDNS_MAX_RRS, kdns_rr_step, &w, 0);
 	if (w.why) {
 		why = w.why;
