@@ -71,4 +71,19 @@
 // internal service. It applies to name entries only. When several entries
 // match a name the most specific one decides (see Policy.MatchName),
 // including whether private addresses are allowed.
+//
+// # The local part: unix sockets and loopback
+//
+// Besides allowed_hosts a policy file may hold "unix_sockets" (socket paths
+// a session may connect or send to, exact or with '*' inside one path
+// component, "@name" for an abstract socket), "loopback" ("all", the
+// default, or "session") and "loopback_ports" (what "session" mode still
+// allows). They form the policy's Local part (local.go). Paths must be
+// absolute and clean, because the datapath compares them as bytes with
+// the address a program passes to connect(). A session's Local narrows the
+// machine's when each of its unix sockets is covered by a machine entry
+// (a machine glob covers a session glob when it matches the glob's text,
+// '*' read as a character: '*' never stands for '/', so it then matches
+// every expansion too), and, under a machine in "session" mode, the session
+// is in "session" mode too and lists only machine ports.
 package allowlist

@@ -98,6 +98,7 @@ func (fp *fileParser) parse() error {
 		return fp.fileError(start, errors.New(msg))
 	}
 	seen := false
+	seenLocal := map[string]bool{}
 	for fp.dec.More() {
 		keyAt := fp.skip(fp.dec.InputOffset())
 		tok, err := fp.dec.Token()
@@ -114,8 +115,20 @@ func (fp *fileParser) parse() error {
 			continue
 		case key == "allowed_hosts":
 			fp.errs = append(fp.errs, fp.fileError(keyAt, errors.New(`"allowed_hosts" appears twice`)))
+		case localKeys[key] && !seenLocal[key]:
+			seenLocal[key] = true
+			raw, at, err := fp.value()
+			if err != nil {
+				return err
+			}
+			if err := fp.local(key, raw); err != nil {
+				fp.errs = append(fp.errs, fp.fileError(at, err))
+			}
+			continue
+		case localKeys[key]:
+			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf("%q appears twice", key)))
 		default:
-			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the only key is "allowed_hosts"`, key)))
+			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the keys are "allowed_hosts", "unix_sockets", "loopback" and "loopback_ports"`, key)))
 		}
 		if _, _, err := fp.value(); err != nil {
 			return err
@@ -124,6 +137,62 @@ func (fp *fileParser) parse() error {
 	if _, err := fp.dec.Token(); err != nil {
 		return fp.syntaxError(err)
 	}
+	return nil
+}
+
+// localKeys are the top-level keys of the Local part of a policy.
+var localKeys = map[string]bool{"unix_sockets": true, "loopback": true, "loopback_ports": true}
+
+// local reads one of localKeys into the builder's Local part.
+func (fp *fileParser) local(key string, raw json.RawMessage) error {
+	if raw[0] == 'n' {
+		return nil
+	}
+	l := fp.b.local
+	switch key {
+	case "unix_sockets":
+		var list []string
+		if raw[0] != '[' || json.Unmarshal(raw, &list) != nil {
+			return fmt.Errorf(`"unix_sockets" must be a list of socket paths, not %s`, jsonKind(raw))
+		}
+		var errs []error
+		for i, u := range list {
+			c, err := ParseUnixSocket(u)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("unix_sockets[%d]: %w", i, err))
+				continue
+			}
+			l.UnixSockets = append(l.UnixSockets, c)
+		}
+		if len(list) > MaxUnixSockets {
+			errs = append(errs, fmt.Errorf("unix_sockets: %d entries; at most %d", len(list), MaxUnixSockets))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	case "loopback":
+		var m string
+		if raw[0] != '"' || json.Unmarshal(raw, &m) != nil {
+			return fmt.Errorf(`"loopback" must be "all" or "session", not %s`, jsonKind(raw))
+		}
+		mode, err := ParseLoopbackMode(m)
+		if err != nil {
+			return err
+		}
+		l.Loopback = mode
+	case "loopback_ports":
+		var ports []int
+		if raw[0] != '[' || json.Unmarshal(raw, &ports) != nil {
+			return fmt.Errorf(`"loopback_ports" must be a list of port numbers, not %s`, jsonKind(raw))
+		}
+		for _, p := range ports {
+			if p < 1 || p > 65535 {
+				return fmt.Errorf("loopback_ports: %d is not a port (1-65535)", p)
+			}
+			l.LoopbackPorts = append(l.LoopbackPorts, uint16(p))
+		}
+	}
+	fp.b.local = l
 	return nil
 }
 

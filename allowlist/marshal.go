@@ -41,6 +41,23 @@ func (p *Policy) encode(pretty bool) []byte {
 			encodeGrant(&b, it.t, g, comma, colon)
 		}
 	}
+	if p != nil && !p.local.IsDefault() {
+		closeList := "]"
+		if pretty {
+			closeList = "\n  ]"
+			if p.Len() == 0 {
+				closeList = "]"
+			}
+		}
+		b.WriteString(closeList)
+		encodeLocal(&b, p.local, pretty)
+		if pretty {
+			b.WriteString("\n}\n")
+		} else {
+			b.WriteString("}")
+		}
+		return b.Bytes()
+	}
 	b.WriteString(end)
 	return b.Bytes()
 }
@@ -73,4 +90,31 @@ func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
 func writeString(b *bytes.Buffer, s string) {
 	q, _ := json.Marshal(s) // a string always marshals
 	b.Write(q)
+}
+
+// encodeLocal writes the non-default Local keys after allowed_hosts.
+func encodeLocal(b *bytes.Buffer, l Local, pretty bool) {
+	sep, colon := ",", ":"
+	if pretty {
+		sep, colon = ",\n  ", ": "
+	}
+	if len(l.UnixSockets) > 0 {
+		b.WriteString(sep + `"unix_sockets"` + colon + "[")
+		for i, u := range l.UnixSockets {
+			if i > 0 {
+				b.WriteString(map[bool]string{true: ", ", false: ","}[pretty])
+			}
+			writeString(b, u)
+		}
+		b.WriteString("]")
+	}
+	if l.Loopback.Strict() {
+		b.WriteString(sep + `"loopback"` + colon)
+		writeString(b, string(l.Loopback))
+	}
+	if len(l.LoopbackPorts) > 0 {
+		q, _ := json.Marshal(l.LoopbackPorts) // []uint16: a list of numbers
+		b.WriteString(sep + `"loopback_ports"` + colon)
+		b.Write(q)
+	}
 }

@@ -8,7 +8,10 @@ import (
 
 // Exceeding is a session entry that the machine policy does not cover.
 type Exceeding struct {
-	Entry  Entry
+	Entry Entry
+	// Local, when set, names an exceeding unix_sockets, loopback or
+	// loopback_ports setting instead of Entry.
+	Local  string
 	Reason string
 }
 
@@ -22,7 +25,11 @@ func (e *NarrowError) Error() string {
 	var b strings.Builder
 	b.WriteString("the session policy goes beyond the machine policy:")
 	for _, x := range e.Exceeding {
-		fmt.Fprintf(&b, "\n\t%s: %s", x.Entry.String(), x.Reason)
+		what := x.Local
+		if what == "" {
+			what = x.Entry.String()
+		}
+		fmt.Fprintf(&b, "\n\t%s: %s", what, x.Reason)
 	}
 	return b.String()
 }
@@ -57,6 +64,10 @@ func (p *Policy) Narrow(machine *Policy) (*Policy, error) {
 		if reason := uncovered(machine, e, ms); reason != "" {
 			ex = append(ex, Exceeding{Entry: e, Reason: reason})
 		}
+	}
+	for _, r := range uncoveredLocal(p.local, machine.local) {
+		what, why, _ := strings.Cut(r, ": ")
+		ex = append(ex, Exceeding{Local: what, Reason: why})
 	}
 	if len(ex) > 0 {
 		return nil, &NarrowError{Exceeding: ex}

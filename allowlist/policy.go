@@ -21,6 +21,7 @@ type Policy struct {
 	exact    map[string]int // host name -> index in items
 	wild     map[string]int // wildcard domain -> index in items
 	prefixes []netip.Prefix // every KindPrefix target, in entry order
+	local    Local          // unix sockets and loopback (local.go), normalized
 }
 
 // grant is one request for an entry. owner "" means written without owner.
@@ -63,6 +64,7 @@ func (it item) entry() Entry {
 type builder struct {
 	items []item
 	index map[target]int
+	local Local
 }
 
 func newBuilder() *builder { return &builder{index: make(map[target]int)} }
@@ -95,6 +97,7 @@ func (b *builder) addPolicy(p *Policy) {
 			b.add(it.t, g)
 		}
 	}
+	b.local = b.local.merge(p.local)
 }
 
 func (b *builder) policy() *Policy {
@@ -102,6 +105,7 @@ func (b *builder) policy() *Policy {
 		items: b.items,
 		exact: make(map[string]int),
 		wild:  make(map[string]int),
+		local: b.local.normalize(),
 	}
 	for i, it := range b.items {
 		switch it.t.kind {
@@ -366,6 +370,7 @@ func (p *Policy) Without(owner string) (_ *Policy, kept []Entry) {
 		}
 	}
 	np := b.policy()
+	np.local = p.local
 	for _, t := range keptTargets {
 		kept = append(kept, np.items[b.index[t]].entry())
 	}

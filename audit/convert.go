@@ -29,7 +29,9 @@ func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []
 	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
 		e.Exe = exe
 	}
-	if ev.Addr.IsValid() {
+	if ev.IsUnix() {
+		e.Dst, e.Proto = ev.Destination(), "unix"
+	} else if ev.Addr.IsValid() {
 		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
 		if learnedFrom != nil {
 			e.Host = strings.Join(learnedFrom(ev.Addr), ",")

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // TestInCgroup checks the exe attribution guard against this process's own
@@ -12,7 +14,7 @@ import (
 func TestInCgroup(t *testing.T) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		t.Skipf("no /proc: %v", err)
+		needs.Skip(t, "no /proc: %v", err)
 	}
 	var own string
 	for _, line := range strings.Split(string(b), "\n") {
@@ -21,7 +23,7 @@ func TestInCgroup(t *testing.T) {
 		}
 	}
 	if own == "" {
-		t.Skipf("no cgroup v2 line in /proc/self/cgroup:\n%s", b)
+		needs.Skip(t, "no cgroup v2 line in /proc/self/cgroup (mount cgroup2):\n%s", b)
 	}
 	pid := uint32(os.Getpid())
 	if !inCgroup(pid, own) {

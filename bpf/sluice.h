@@ -11,10 +11,14 @@
 #define MAX_LEARNED (128 * 1024)
 #define SESSION_RINGBUF_SIZE (64 * 1024)
 #define GLOBAL_RINGBUF_SIZE (256 * 1024)
+#define MAX_UNIX (64 * 1024)
+#define MAX_LOOPBACK_PORTS (64 * 1024)
+#define UNIX_PATH_MAX 108
 
 /* session.flags */
 enum sluice_session_flag {
 	SESSION_AUDIT = 1, /* allow everything, report what would be denied */
+	SESSION_LOOPBACK_SESSION = 2, /* loopback only to the session's own listeners and listed ports */
 };
 
 /* A session's policy, keyed by the cgroup id of the session's cgroup.
@@ -83,6 +87,8 @@ enum sluice_hook {
 	HOOK_SOCK_CREATE = 5,
 	HOOK_SETSOCKOPT = 6,
 	HOOK_EGRESS = 7,
+	HOOK_UNIX_CONNECT = 8, /* connect() of a stream/seqpacket or datagram unix socket */
+	HOOK_UNIX_SEND = 9,    /* sendmsg() of a datagram unix socket to a named peer */
 };
 
 /* event.reason */
@@ -93,6 +99,7 @@ enum sluice_reason {
 	REASON_SOCKET_TYPE = 4,  /* only TCP and UDP sockets are allowed */
 	REASON_SOURCE_ROUTE = 5, /* source routing could steer past the connect hook */
 	REASON_FOREIGN_LISTENER = 6, /* another session's sluice proxy or resolver */
+	REASON_LOOPBACK_PORT = 7,    /* loopback "session": not the session's listener nor a listed port */
 };
 
 /* event.flags */
@@ -119,6 +126,45 @@ struct event {
 	__s32 arg1; /* sock_create: type;   setsockopt: optname */
 	__s32 arg2; /* sock_create: protocol; setsockopt: optlen */
 	char comm[16];
+};
+
+/* A unix socket name as the caller passed it to connect() or sendmsg():
+ * pathname names end at their first NUL; abstract names are the bytes after
+ * the leading NUL, NULs included. Bytes after len are zero. */
+struct unix_key {
+	__u64 session;
+	__u8 abstract;
+	__u8 pad[3];
+	__u32 len;
+	char path[112]; /* UNIX_PATH_MAX and room for a terminating NUL */
+};
+
+/* unix_allowed values */
+enum sluice_unix_verdict {
+	UNIX_ALLOWED = 1, /* listed: the allowlist, the built-in list, the API socket */
+	UNIX_QUIET = 2,   /* refused without an event: name services glibc asks on every lookup */
+};
+
+/* A loopback port a session in loopback "session" mode may reach. */
+struct port_key {
+	__u64 session;
+	__u32 port; /* host order */
+	__u32 pad;
+};
+
+/* loopback_ports values */
+enum sluice_port_kind {
+	PORT_LISTED = 1, /* loopback_ports */
+	PORT_BOUND = 2,  /* bound by a process of the session (post_bind4/6) */
+};
+
+/* A unix-socket denial: the event, then the name. */
+struct unix_event {
+	struct event e;
+	__u8 abstract;
+	__u8 pad[3];
+	__u32 len;
+	char path[112];
 };
 
 #endif

@@ -10,20 +10,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // nobody is the unprivileged identity the spawn tests run commands as; it
 // need not exist in /etc/passwd.
 const nobody = 65534
 
-// requireRoot skips privileged tests with a message that says what to do.
+// requireRoot skips privileged tests with a message that says what to do
+// (a failure under SLUICE_REQUIRE_KERNEL=1): they create cgroups and spawn
+// processes as another user.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates cgroups and spawns processes as another user (run go test as root)")
-	}
+	needs.Have(t, needs.Datapath...)
 	if _, err := Mount(); err != nil {
-		t.Skipf("needs a cgroup2 mount: %v", err)
+		needs.Skip(t, "needs a cgroup2 mount: %v", err)
 	}
 }
 

@@ -125,6 +125,16 @@ func sessionRequest(c caller, requested, machine, own *allowlist.Policy) (*allow
 			requested = own
 		} else if _, err := requested.Narrow(own); err != nil {
 			return nil, fail(http.StatusForbidden, "a confined process may only narrow its own session's policy: %v", err)
+		} else if ol := own.Local(); ol.Loopback.Strict() && requested.Local().Loopback == "" {
+			// A request that does not say inherits its parent's loopback
+			// mode and ports: the machine's default ("all") would let a
+			// nested session out of its parent's "session" mode.
+			l := requested.Local()
+			l.Loopback, l.LoopbackPorts = ol.Loopback, ol.LoopbackPorts
+			var err error
+			if requested, err = requested.WithLocal(l); err != nil {
+				return nil, fail(http.StatusBadRequest, "%v", err)
+			}
 		}
 	}
 	return requested, nil
@@ -132,7 +142,8 @@ func sessionRequest(c caller, requested, machine, own *allowlist.Policy) (*allow
 
 // intersect is the part of requested that the machine allows; nil
 // requested means "everything the machine allows". It is applied again to
-// every session when the machine allowlist changes.
+// every session when the machine allowlist changes. The local part (unix
+// sockets, loopback) is requested's within the machine's.
 func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
 	if requested == nil {
 		return machine
@@ -140,6 +151,10 @@ func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
 	var keep []allowlist.Entry
 	for _, e := range requested.Entries() {
 		one, err := allowlist.New([]allowlist.Entry{e})
+		if err == nil {
+			// Judge the entry alone: its local part is the machine's.
+			one, err = one.WithLocal(machine.Local())
+		}
 		if err != nil {
 			continue
 		}
@@ -150,6 +165,9 @@ func intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
 	p, err := allowlist.New(keep)
 	if err != nil {
 		p, _ = allowlist.New(nil)
+	}
+	if wl, err := p.WithLocal(requested.Local().Within(machine.Local())); err == nil {
+		p = wl
 	}
 	return p
 }

@@ -185,6 +185,44 @@ func TestASessionOnlyNarrows(t *testing.T) {
 	}
 }
 
+// The local part (unix sockets, loopback mode) narrows like entries, and a
+// nested session that does not name a loopback mode keeps its parent's.
+func TestASessionOnlyNarrowsLocal(t *testing.T) {
+	machine, err := allowlist.Parse([]byte(`{"allowed_hosts": ["198.51.100.0/24"], "unix_sockets": ["/run/user/*/pulse/native"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := allowlist.Parse([]byte(`{"allowed_hosts": ["198.51.100.0/28"], "loopback": "session", "loopback_ports": [11434]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := caller{uid: 1000, creator: true}
+	inside := caller{uid: 1000, creator: true, confined: true, session: "agent"}
+	docker, _ := allowlist.Parse([]byte(`{"allowed_hosts": [], "unix_sockets": ["/var/run/docker.sock"]}`))
+	if _, err := sessionRequest(free, docker, machine, nil); err == nil {
+		t.Error("a session listed a unix socket the machine does not")
+	}
+	pulse, _ := allowlist.Parse([]byte(`{"allowed_hosts": [], "unix_sockets": ["/run/user/1000/pulse/native"]}`))
+	req, err := sessionRequest(free, pulse, machine, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := intersect(req, machine).Local().UnixSockets; !slices.Equal(got, []string{"/run/user/1000/pulse/native"}) {
+		t.Errorf("enforced unix_sockets %q", got)
+	}
+	req, err = sessionRequest(inside, policy(t, "198.51.100.3"), machine, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := intersect(req, machine).Local(); !l.Loopback.Strict() || !slices.Equal(l.LoopbackPorts, []uint16{11434}) {
+		t.Errorf("a nested session left its parent's loopback mode: %+v", l)
+	}
+	all, _ := allowlist.Parse([]byte(`{"allowed_hosts": [], "loopback": "all"}`))
+	if _, err := sessionRequest(inside, all, machine, parent); err == nil {
+		t.Error(`a nested session asked for "loopback": "all" under a parent in "session" mode`)
+	}
+}
+
 // When the machine allowlist shrinks, every session is narrowed again:
 // what the machine dropped is gone from the session, the rest stays.
 func TestIntersectAfterTheMachineShrinks(t *testing.T) {

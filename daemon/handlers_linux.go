@@ -173,6 +173,9 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err != nil {
 		return nil, err
 	}
+	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
+		return nil, err
+	}
 	// Descriptors last: a request that is wrong anyway says so first.
 	if len(files) != 3 {
 		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
@@ -194,7 +197,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 		info: api.SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true})
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true, UnixSockets: []string{s.cfg.SocketPath}})
 	if err != nil {
 		return nil, fail(http.StatusBadRequest, "%v", err)
 	}
@@ -503,6 +506,10 @@ func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	np, err := allowlist.New(keep)
+	if err == nil {
+		// Entries are rebuilt; the unix socket and loopback settings stay.
+		np, err = np.WithLocal(s.machine.Load().Local())
+	}
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -266,7 +266,8 @@ func (s *Server) adopt(r record) error {
 		ss.requested = p
 	}
 	policy := intersect(ss.requested, s.machine.Load())
-	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss), SharedEvents: true}, r.DNSPort4, r.DNSPort6)
+	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss), SharedEvents: true,
+		UnixSockets: []string{s.cfg.SocketPath}}, r.DNSPort4, r.DNSPort6)
 	if err != nil {
 		return err
 	}

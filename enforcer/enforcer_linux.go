@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,6 +100,10 @@ type Options struct {
 	// ring buffer (a daemon reads them all there) instead of a ring buffer
 	// of its own, which costs two RCU grace periods per session.
 	SharedEvents bool
+	// UnixSockets are unix sockets the session may reach besides its
+	// policy's and the built-in list (BuiltinUnixSockets): the daemon's
+	// API socket.
+	UnixSockets []string
 }
 
 // Session is a running confined session owned by this process.
@@ -115,6 +120,15 @@ type Session struct {
 	proxyAddr netip.AddrPort
 	adopted   bool
 	closed    bool
+	// registered: the session's entry is in the datapath (SetSession
+	// applies to it from then on).
+	registered bool
+	// unixExtra are unix sockets allowed beside the policy (built-in
+	// list, API socket); unixNames every exact name in the datapath.
+	unixExtra, unixNames []string
+	// loopbackStrict: the session was in loopback "session" mode at some
+	// point, so it may have loopback port entries to remove.
+	loopbackStrict bool
 	// The kernel DNS path (kdns_linux.go): its configuration when the
 	// session is on it, its own ring buffer, and why it is not when it
 	// was asked for.
@@ -158,6 +172,10 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
+	s.unixExtra = slices.Clone(opts.UnixSockets)
+	if err := s.applyLocal(opts.Policy.Local()); err != nil {
+		return nil, err
+	}
 	if opts.SharedEvents {
 		if err := e.dp.AddSessionShared(id, s.cfg); err != nil {
 			return nil, err
@@ -165,6 +183,7 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	} else if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
 		return nil, err
 	}
+	s.registered = true
 	if opts.DNS != nil {
 		if err := s.startResolver(opts); err != nil {
 			return nil, err
@@ -210,6 +229,9 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
+	}
+	if err := s.allowUnixExtra(BuiltinUnixSockets(spec.User.UID, spec.Env)); err != nil {
+		return nil, err
 	}
 	return startCommand(sessionSpawner{s}, spec, self, s.Name(), s.ProxyEnv())
 }
@@ -306,7 +328,7 @@ func (s *Session) Close() error {
 		// scan.
 		var known *loader.Known
 		if !s.adopted {
-			known = &loader.Known{Ring: s.events != nil}
+			known = &loader.Known{Ring: s.events != nil, Unix: s.unixNames, LoopbackSession: s.loopbackStrict}
 			if s.policy != nil {
 				known.Prefixes = s.policy.Prefixes()
 			}

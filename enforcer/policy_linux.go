@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,9 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 		return err
 	}
 	if err := s.e.dp.DeleteCIDRs(s.cg.ID(), del); err != nil {
+		return err
+	}
+	if err := s.applyLocal(p.Local()); err != nil {
 		return err
 	}
 	if s.resolver != nil {
@@ -98,6 +102,8 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 		return nil, err
 	}
 	s.cg = cg
+	s.registered = true
+	s.unixExtra = slices.Clone(opts.UnixSockets)
 	if opts.Audit {
 		s.cfg.Flags |= 1
 	}

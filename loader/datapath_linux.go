@@ -22,6 +22,12 @@ type attachment struct {
 	prog   func(*sluiceObjects) *ebpf.Program
 }
 
+// isUnix reports the programs that judge unix sockets: optional, since
+// kernels before 6.7 lack their hooks (see unix_linux.go).
+func (a attachment) isUnix() bool {
+	return a.attach == ebpf.AttachCgroupUnixConnect || a.attach == ebpf.AttachCgroupUnixSendmsg
+}
+
 var attachments = []attachment{
 	{"link_connect4", ebpf.AttachCGroupInet4Connect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnect4 }},
 	{"link_connect6", ebpf.AttachCGroupInet6Connect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnect6 }},
@@ -36,6 +42,10 @@ var attachments = []attachment{
 	{"link_getpeername6", ebpf.AttachCgroupInet6GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername6 }},
 	{"link_kdns_egress", ebpf.AttachCGroupInetEgress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsEgress }},
 	{"link_kdns_ingress", ebpf.AttachCGroupInetIngress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsIngress }},
+	{"link_post_bind4", ebpf.AttachCGroupInet4PostBind, func(o *sluiceObjects) *ebpf.Program { return o.SluicePostBind4 }},
+	{"link_post_bind6", ebpf.AttachCGroupInet6PostBind, func(o *sluiceObjects) *ebpf.Program { return o.SluicePostBind6 }},
+	{"link_connect_unix", ebpf.AttachCgroupUnixConnect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnectUnix }},
+	{"link_sendmsg_unix", ebpf.AttachCgroupUnixSendmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSendmsgUnix }},
 }
 
 // Datapath is an open handle on the pinned datapath. Closing it releases
@@ -48,6 +58,9 @@ type Datapath struct {
 	progs      []*ebpf.Program // in force, in the order of attachments
 	reused     bool            // progs were opened by id, not loaded (see reuse)
 	innerSpec  *ebpf.MapSpec
+	// unixErr says why unix sockets are not judged on this kernel (nil:
+	// they are).
+	unixErr error
 	kdnsInner  *ebpf.MapSpec // a session's kernel DNS ring buffer
 }
 
@@ -76,6 +89,7 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath spec: %w", err)
 	}
 	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy(), kdnsInner: spec.Maps[sluiceMapKdnsSessionEvents].InnerMap.Copy()}
+	d.unixErr = prepareUnix(spec)
 	cgid, err := cgroupID(cgroupPath)
 	if err != nil {
 		return nil, err
@@ -95,6 +109,9 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	for _, a := range attachments {
+		if a.isUnix() && d.unixErr != nil {
+			continue
+		}
 		l, err := d.attach(a, cgid)
 		if err != nil {
 			d.Close()
@@ -171,6 +188,9 @@ func (d *Datapath) reuse(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions
 		return false
 	}
 	for _, a := range attachments {
+		if a.isUnix() && d.unixErr != nil {
+			continue
+		}
 		l, err := link.LoadPinnedLink(filepath.Join(d.pinDir, a.name), nil)
 		if err != nil {
 			return fail()
@@ -248,6 +268,9 @@ func (d *Datapath) Verify(path string) error {
 	}
 	defer f.Close()
 	for _, a := range attachments {
+		if a.isUnix() && d.unixErr != nil {
+			continue
+		}
 		// The program the pinned link runs now: another sluice may have
 		// updated the link since this handle was opened.
 		l, err := link.LoadPinnedLink(filepath.Join(d.pinDir, a.name), nil)
@@ -352,6 +375,7 @@ func Probe(cgroupPath string) error {
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
+	unixErr := prepareUnix(spec)
 	var objs sluiceObjects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		var verr *ebpf.VerifierError
@@ -362,6 +386,9 @@ func Probe(cgroupPath string) error {
 	}
 	defer objs.Close()
 	for _, a := range attachments {
+		if a.isUnix() && unixErr != nil {
+			continue
+		}
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})
 		if err != nil {
 			return fmt.Errorf("attach %s with bpf_link: %w", a.name, err)

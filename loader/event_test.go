@@ -44,3 +44,39 @@ func TestParseEventConnect(t *testing.T) {
 		t.Fatal("a short record decoded without error")
 	}
 }
+
+func TestParseEventUnix(t *testing.T) {
+	for _, tc := range []struct {
+		abstract bool
+		name     string
+		want     string
+	}{
+		{false, "/var/run/docker.sock", "denied node[4242] -> unix:/var/run/docker.sock: not in the allowlist"},
+		{true, "relay", "denied node[4242] -> unix:@relay: not in the allowlist"},
+		// Abstract names may hold any byte: the line escapes them.
+		{true, "a\x00b\n", `denied node[4242] -> unix:@a\x00b\x0a: not in the allowlist`},
+	} {
+		u := sluiceUnixEvent{E: sluiceEvent{Pid: 4242, Hook: uint8(sluiceSluiceHookHOOK_UNIX_CONNECT),
+			Reason: uint8(sluiceSluiceReasonREASON_NOT_ALLOWED), Family: 1, Comm: comm("node")}, Len: uint32(len(tc.name))}
+		if tc.abstract {
+			u.Abstract = 1
+		}
+		for i := range len(tc.name) {
+			u.Path[i] = int8(tc.name[i])
+		}
+		b, err := binary.Append(nil, binary.LittleEndian, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := ParseEvent(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !e.IsUnix() || e.Addr.IsValid() || e.String() != tc.want {
+			t.Errorf("decoded %+v: %q, want %q", e, e.String(), tc.want)
+		}
+		if _, err := ParseEvent(b[:eventSize]); err == nil {
+			t.Error("a unix event cut to the size of a plain event decoded without error")
+		}
+	}
+}

@@ -312,7 +312,11 @@ func (d *Datapath) SweepLearned(cgid uint64, now time.Duration) (int, error) {
 // statistics are on (ebpf.EnableStats, or sysctl kernel.bpf_stats_enabled).
 func (d *Datapath) KDNSProgramStats() (egress, ingress ebpf.ProgramStats, err error) {
 	get := func(name string) (ebpf.ProgramStats, error) {
-		for i, a := range attachments {
+		i := 0 // d.progs holds the attachments in force, in order
+		for _, a := range attachments {
+			if a.isUnix() && d.unixErr != nil {
+				continue
+			}
 			if a.name == name && i < len(d.progs) {
 				s, err := d.progs[i].Stats()
 				if err != nil {
@@ -320,6 +324,7 @@ func (d *Datapath) KDNSProgramStats() (egress, ingress ebpf.ProgramStats, err er
 				}
 				return *s, nil
 			}
+			i++
 		}
 		return ebpf.ProgramStats{}, fmt.Errorf("statistics of %s: no such program", name)
 	}

@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 func TestEventLayout(t *testing.T) {
@@ -38,7 +40,7 @@ func cgroup2Mount(t *testing.T) string {
 			}
 		}
 	}
-	t.Skip("no cgroup2 mount")
+	needs.Skip(t, "no cgroup2 mount")
 	return ""
 }
 
@@ -50,9 +52,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs and creates cgroups")
-	}
+	needs.Have(t, needs.Datapath...) // loads BPF programs and creates cgroups
 	name := fmt.Sprintf("sluice-loadertest-%08x", rand.Uint32())
 	root := filepath.Join(cgroup2Mount(t), name)
 	session := filepath.Join(root, "s1")

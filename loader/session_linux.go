@@ -221,6 +221,11 @@ type Known struct {
 	Prefixes []netip.Prefix // the session's CIDRs
 	Ports    []uint16       // its listener ports (resolver, proxy)
 	Ring     bool           // it has its own event ring buffer
+	// Unix are the unix socket names given to AllowUnix.
+	Unix []string
+	// LoopbackSession says the session was in loopback "session" mode, so
+	// its loopback port entries (listed and bound) must be scanned for.
+	LoopbackSession bool
 }
 
 // RemoveSession deletes everything the datapath holds for the session: its
@@ -273,6 +278,22 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 		}
 		for i := range cidrs {
 			del(d.objs.Cidrs, &cidrs[i], "CIDR")
+		}
+	}
+
+	if k == nil {
+		if err := d.removeUnix(cgid); err != nil {
+			errs = append(errs, err)
+		}
+	} else if err := d.RevokeUnix(cgid, k.Unix); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.deleteUnixGlobs(cgid, 0); err != nil {
+		errs = append(errs, err)
+	}
+	if k == nil || k.LoopbackSession {
+		if err := d.removeLoopbackPorts(cgid); err != nil {
+			errs = append(errs, err)
 		}
 	}
 

@@ -151,6 +151,13 @@ type sluiceLearnedValue struct {
 	Expires uint64
 }
 
+type sluicePortKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Port    uint32
+	Pad     uint32
+}
+
 type sluiceSession struct {
 	_        structs.HostLayout
 	Flags    uint32
@@ -177,13 +184,22 @@ const (
 type sluiceSluiceHook uint32
 
 const (
-	sluiceSluiceHookHOOK_CONNECT4    sluiceSluiceHook = 1
-	sluiceSluiceHookHOOK_CONNECT6    sluiceSluiceHook = 2
-	sluiceSluiceHookHOOK_SENDMSG4    sluiceSluiceHook = 3
-	sluiceSluiceHookHOOK_SENDMSG6    sluiceSluiceHook = 4
-	sluiceSluiceHookHOOK_SOCK_CREATE sluiceSluiceHook = 5
-	sluiceSluiceHookHOOK_SETSOCKOPT  sluiceSluiceHook = 6
-	sluiceSluiceHookHOOK_EGRESS      sluiceSluiceHook = 7
+	sluiceSluiceHookHOOK_CONNECT4     sluiceSluiceHook = 1
+	sluiceSluiceHookHOOK_CONNECT6     sluiceSluiceHook = 2
+	sluiceSluiceHookHOOK_SENDMSG4     sluiceSluiceHook = 3
+	sluiceSluiceHookHOOK_SENDMSG6     sluiceSluiceHook = 4
+	sluiceSluiceHookHOOK_SOCK_CREATE  sluiceSluiceHook = 5
+	sluiceSluiceHookHOOK_SETSOCKOPT   sluiceSluiceHook = 6
+	sluiceSluiceHookHOOK_EGRESS       sluiceSluiceHook = 7
+	sluiceSluiceHookHOOK_UNIX_CONNECT sluiceSluiceHook = 8
+	sluiceSluiceHookHOOK_UNIX_SEND    sluiceSluiceHook = 9
+)
+
+type sluiceSluicePortKind uint32
+
+const (
+	sluiceSluicePortKindPORT_LISTED sluiceSluicePortKind = 1
+	sluiceSluicePortKindPORT_BOUND  sluiceSluicePortKind = 2
 )
 
 type sluiceSluiceReason uint32
@@ -195,13 +211,69 @@ const (
 	sluiceSluiceReasonREASON_SOCKET_TYPE      sluiceSluiceReason = 4
 	sluiceSluiceReasonREASON_SOURCE_ROUTE     sluiceSluiceReason = 5
 	sluiceSluiceReasonREASON_FOREIGN_LISTENER sluiceSluiceReason = 6
+	sluiceSluiceReasonREASON_LOOPBACK_PORT    sluiceSluiceReason = 7
 )
 
 type sluiceSluiceSessionFlag uint32
 
 const (
-	sluiceSluiceSessionFlagSESSION_AUDIT sluiceSluiceSessionFlag = 1
+	sluiceSluiceSessionFlagSESSION_AUDIT            sluiceSluiceSessionFlag = 1
+	sluiceSluiceSessionFlagSESSION_LOOPBACK_SESSION sluiceSluiceSessionFlag = 2
 )
+
+type sluiceSluiceUnixVerdict uint32
+
+const (
+	sluiceSluiceUnixVerdictUNIX_ALLOWED sluiceSluiceUnixVerdict = 1
+	sluiceSluiceUnixVerdictUNIX_QUIET   sluiceSluiceUnixVerdict = 2
+)
+
+type sluiceUnixEvent struct {
+	_        structs.HostLayout
+	E        sluiceEvent
+	Abstract uint8
+	Pad      [3]uint8
+	Len      uint32
+	Path     [112]int8
+}
+
+type sluiceUnixGlob struct {
+	_   structs.HostLayout
+	Len uint32
+	Pad uint32
+	Pat [128]int8
+}
+
+type sluiceUnixGlobKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Index   uint32
+	Pad     uint32
+}
+
+type sluiceUnixKey struct {
+	_        structs.HostLayout
+	Session  uint64
+	Abstract uint8
+	Pad      [3]uint8
+	Len      uint32
+	Path     [112]int8
+}
+
+type sluiceUnixScratch struct {
+	_      structs.HostLayout
+	K      sluiceUnixKey
+	Text   [128]int8
+	Pat    [128]int8
+	Tlen   uint32
+	Plen   uint32
+	I      int32
+	J      int32
+	StarI  int32
+	StarJ  int32
+	Result int32
+	Pad    uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
@@ -219,20 +291,29 @@ const (
 	sluiceMapKdnsSessions        = "kdns_sessions"
 	sluiceMapLearned             = "learned"
 	sluiceMapListeners           = "listeners"
+	sluiceMapLoopbackPorts       = "loopback_ports"
+	sluiceMapLoopbackStrict      = "loopback_strict"
 	sluiceMapSessionCounters     = "session_counters"
 	sluiceMapSessionEvents       = "session_events"
 	sluiceMapSessions            = "sessions"
+	sluiceMapUnixAllowed         = "unix_allowed"
+	sluiceMapUnixGlobs           = "unix_globs"
+	sluiceMapUnixScratch         = "unix_scratch"
 	sluiceProgSluiceConnect4     = "sluice_connect4"
 	sluiceProgSluiceConnect6     = "sluice_connect6"
+	sluiceProgSluiceConnectUnix  = "sluice_connect_unix"
 	sluiceProgSluiceEgress       = "sluice_egress"
 	sluiceProgSluiceGetpeername4 = "sluice_getpeername4"
 	sluiceProgSluiceGetpeername6 = "sluice_getpeername6"
 	sluiceProgSluiceKdnsEgress   = "sluice_kdns_egress"
 	sluiceProgSluiceKdnsIngress  = "sluice_kdns_ingress"
+	sluiceProgSluicePostBind4    = "sluice_post_bind4"
+	sluiceProgSluicePostBind6    = "sluice_post_bind6"
 	sluiceProgSluiceRecvmsg4     = "sluice_recvmsg4"
 	sluiceProgSluiceRecvmsg6     = "sluice_recvmsg6"
 	sluiceProgSluiceSendmsg4     = "sluice_sendmsg4"
 	sluiceProgSluiceSendmsg6     = "sluice_sendmsg6"
+	sluiceProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
 	sluiceProgSluiceSetsockopt   = "sluice_setsockopt"
 	sluiceProgSluiceSockCreate   = "sluice_sock_create"
 	sluiceVarUnusedCounter       = "unused_counter"
@@ -244,8 +325,11 @@ const (
 	sluiceVarUnusedKdnsNameKey   = "unused_kdns_name_key"
 	sluiceVarUnusedKdnsQuery     = "unused_kdns_query"
 	sluiceVarUnusedKdnsQueryKey  = "unused_kdns_query_key"
+	sluiceVarUnusedPortKind      = "unused_port_kind"
 	sluiceVarUnusedReason        = "unused_reason"
 	sluiceVarUnusedSessionFlag   = "unused_session_flag"
+	sluiceVarUnusedUnixEvent     = "unused_unix_event"
+	sluiceVarUnusedUnixVerdict   = "unused_unix_verdict"
 )
 
 // loadSluice returns the embedded CollectionSpec for sluice.
@@ -292,15 +376,19 @@ type sluiceSpecs struct {
 type sluiceProgramSpecs struct {
 	SluiceConnect4     *ebpf.ProgramSpec `ebpf:"sluice_connect4"`
 	SluiceConnect6     *ebpf.ProgramSpec `ebpf:"sluice_connect6"`
+	SluiceConnectUnix  *ebpf.ProgramSpec `ebpf:"sluice_connect_unix"`
 	SluiceEgress       *ebpf.ProgramSpec `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.ProgramSpec `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.ProgramSpec `ebpf:"sluice_getpeername6"`
 	SluiceKdnsEgress   *ebpf.ProgramSpec `ebpf:"sluice_kdns_egress"`
 	SluiceKdnsIngress  *ebpf.ProgramSpec `ebpf:"sluice_kdns_ingress"`
+	SluicePostBind4    *ebpf.ProgramSpec `ebpf:"sluice_post_bind4"`
+	SluicePostBind6    *ebpf.ProgramSpec `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg4"`
 	SluiceRecvmsg6     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg6"`
 	SluiceSendmsg4     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg4"`
 	SluiceSendmsg6     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg6"`
+	SluiceSendmsgUnix  *ebpf.ProgramSpec `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
 }
@@ -321,9 +409,14 @@ type sluiceMapSpecs struct {
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
+	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
+	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
+	UnixAllowed       *ebpf.MapSpec `ebpf:"unix_allowed"`
+	UnixGlobs         *ebpf.MapSpec `ebpf:"unix_globs"`
+	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
 }
 
 // sluiceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -339,8 +432,11 @@ type sluiceVariableSpecs struct {
 	UnusedKdnsNameKey  *ebpf.VariableSpec `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.VariableSpec `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.VariableSpec `ebpf:"unused_kdns_query_key"`
+	UnusedPortKind     *ebpf.VariableSpec `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.VariableSpec `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
+	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
+	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
 }
 
 // sluiceObjects contains all objects after they have been loaded into the kernel.
@@ -375,9 +471,14 @@ type sluiceMaps struct {
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
 	Learned           *ebpf.Map `ebpf:"learned"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
+	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
+	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
+	UnixAllowed       *ebpf.Map `ebpf:"unix_allowed"`
+	UnixGlobs         *ebpf.Map `ebpf:"unix_globs"`
+	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
 }
 
 func (m *sluiceMaps) Close() error {
@@ -394,9 +495,14 @@ func (m *sluiceMaps) Close() error {
 		m.KdnsSessions,
 		m.Learned,
 		m.Listeners,
+		m.LoopbackPorts,
+		m.LoopbackStrict,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,
+		m.UnixAllowed,
+		m.UnixGlobs,
+		m.UnixScratch,
 	)
 }
 
@@ -413,8 +519,11 @@ type sluiceVariables struct {
 	UnusedKdnsNameKey  *ebpf.Variable `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.Variable `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.Variable `ebpf:"unused_kdns_query_key"`
+	UnusedPortKind     *ebpf.Variable `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.Variable `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
+	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
+	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
 }
 
 // sluicePrograms contains all programs after they have been loaded into the kernel.
@@ -423,15 +532,19 @@ type sluiceVariables struct {
 type sluicePrograms struct {
 	SluiceConnect4     *ebpf.Program `ebpf:"sluice_connect4"`
 	SluiceConnect6     *ebpf.Program `ebpf:"sluice_connect6"`
+	SluiceConnectUnix  *ebpf.Program `ebpf:"sluice_connect_unix"`
 	SluiceEgress       *ebpf.Program `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.Program `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.Program `ebpf:"sluice_getpeername6"`
 	SluiceKdnsEgress   *ebpf.Program `ebpf:"sluice_kdns_egress"`
 	SluiceKdnsIngress  *ebpf.Program `ebpf:"sluice_kdns_ingress"`
+	SluicePostBind4    *ebpf.Program `ebpf:"sluice_post_bind4"`
+	SluicePostBind6    *ebpf.Program `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.Program `ebpf:"sluice_recvmsg4"`
 	SluiceRecvmsg6     *ebpf.Program `ebpf:"sluice_recvmsg6"`
 	SluiceSendmsg4     *ebpf.Program `ebpf:"sluice_sendmsg4"`
 	SluiceSendmsg6     *ebpf.Program `ebpf:"sluice_sendmsg6"`
+	SluiceSendmsgUnix  *ebpf.Program `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
 }
@@ -440,15 +553,19 @@ func (p *sluicePrograms) Close() error {
 	return _SluiceClose(
 		p.SluiceConnect4,
 		p.SluiceConnect6,
+		p.SluiceConnectUnix,
 		p.SluiceEgress,
 		p.SluiceGetpeername4,
 		p.SluiceGetpeername6,
 		p.SluiceKdnsEgress,
 		p.SluiceKdnsIngress,
+		p.SluicePostBind4,
+		p.SluicePostBind6,
 		p.SluiceRecvmsg4,
 		p.SluiceRecvmsg6,
 		p.SluiceSendmsg4,
 		p.SluiceSendmsg6,
+		p.SluiceSendmsgUnix,
 		p.SluiceSetsockopt,
 		p.SluiceSockCreate,
 	)

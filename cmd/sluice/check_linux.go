@@ -74,6 +74,10 @@ func runChecks() []checkResult {
 	default:
 		rs = append(rs, probeDatapath(mount))
 	}
+	if bpfOK {
+		rs = append(rs, unixCheck(), checkResult{name: "loopback policy", status: checkPass,
+			detail: `"loopback": "session" in an allowlist limits loopback to the session's own listeners (post_bind4/6), loopback_ports and its sluice resolver and proxy; the default "all" leaves loopback open`})
+	}
 
 	if abi, err := landlockABI(); err != nil {
 		rs = append(rs, checkResult{name: "landlock", status: checkWarn, detail: "unavailable: " + err.Error(),
@@ -131,7 +135,18 @@ func probeDatapath(mount string) checkResult {
 		return checkResult{name: "datapath", status: checkFail, detail: detail,
 			fix: "a kernel >= 6.1 with cgroup sock_addr, sockopt and skb programs and bpf_link (CONFIG_CGROUP_BPF=y)"}
 	}
-	return checkResult{name: "datapath", status: checkPass, detail: "programs verified and attached with bpf_link (connect4/6, sendmsg4/6, sock_create, setsockopt, egress)"}
+	return checkResult{name: "datapath", status: checkPass, detail: "programs verified and attached with bpf_link (connect4/6, sendmsg4/6, sock_create, setsockopt, egress, post_bind4/6, connect_unix and sendmsg_unix where the kernel has them)"}
+}
+
+// unixCheck says how the sessions' unix sockets are judged on this kernel.
+func unixCheck() checkResult {
+	if err := loader.ProbeUnix(); err != nil {
+		return checkResult{name: "unix sockets", status: checkWarn,
+			detail: "not judged: " + err.Error() + "; no fallback is in force: pathname and abstract unix sockets are open to sessions (a sandbox with Landlock ABI 6 scopes still refuses abstract sockets outside the session, without an explanation)",
+			fix:    "Linux >= 6.7 (cgroup connect_unix and sendmsg_unix hooks)"}
+	}
+	return checkResult{name: "unix sockets", status: checkPass,
+		detail: "judged in the kernel (cgroup connect_unix, sendmsg_unix): a session reaches only the unix sockets its allowlist lists (unix_sockets), the built-in list and the sluice API socket"}
 }
 
 // landlockABI asks the kernel for its Landlock ABI version.

@@ -56,7 +56,10 @@ func (r *reporter) Report(e loader.Event) {
 	}
 	// Only "not in the allowlist": an expired learned address belongs to
 	// a name the policy already has; sockets and options have no address.
-	if e.Reason == loader.ReasonNotAllowed {
+	switch {
+	case e.IsUnix():
+		r.suggest.addUnix(e.Unix)
+	case e.Reason == loader.ReasonNotAllowed:
 		r.suggest.addAddr(e.Addr)
 	}
 	r.print(e.String)

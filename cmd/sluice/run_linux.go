@@ -120,7 +120,8 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			alog.proxyEvent(ev)
 		}}
 	}
-	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox})
+	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox,
+		UnixSockets: []string{api.SocketPath(socketFlag)}})
 	if err != nil {
 		return fail(err)
 	}

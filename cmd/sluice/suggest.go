@@ -34,6 +34,7 @@ type suggestion struct {
 	names   map[string]bool
 	addrs   map[netip.Addr]bool
 	private map[string]bool // names whose answers held addresses refused as rebinding
+	unix    map[string]bool // unix sockets refused ("/path", "@name")
 	beyond  int             // refusals not remembered (maxSuggested)
 	// search is the resolv.conf search list. A stub resolver tries a
 	// name under each search domain (with Kubernetes' ndots:5, before the
@@ -44,7 +45,7 @@ type suggestion struct {
 }
 
 func newSuggestion() *suggestion {
-	return &suggestion{names: map[string]bool{}, addrs: map[netip.Addr]bool{}, private: map[string]bool{},
+	return &suggestion{names: map[string]bool{}, addrs: map[netip.Addr]bool{}, private: map[string]bool{}, unix: map[string]bool{},
 		search: dnsresolver.SearchDomains("/etc/resolv.conf")}
 }
 
@@ -77,6 +78,23 @@ func (s *suggestion) addAddr(a netip.Addr) {
 		return
 	}
 	s.addrs[a] = true
+}
+
+// addUnix remembers a refused unix socket. Names that are not valid
+// unix_sockets entries (relative paths, unprintable abstract names) are
+// left out: an allowlist cannot name them.
+func (s *suggestion) addUnix(name string) {
+	n, err := allowlist.ParseUnixSocket(name)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.unix[n] && len(s.unix) >= maxSuggested {
+		s.beyond++
+		return
+	}
+	s.unix[n] = true
 }
 
 // addPrivate remembers a name whose answer held loopback, private or
@@ -115,6 +133,10 @@ func (s *suggestion) addProxy(host, reason string) {
 func (s *suggestion) addEvent(e audit.Event) {
 	switch e.Type {
 	case audit.EgressDenied, audit.EgressAudit:
+		if name, ok := strings.CutPrefix(e.Dst, "unix:"); ok && e.Proto == "unix" {
+			s.addUnix(name)
+			return
+		}
 		// Only "not in the allowlist": an expired learned address belongs
 		// to a name the policy already has; sockets have no address.
 		if a, err := netip.ParseAddr(e.Dst); err == nil && e.Reason == loader.ReasonNotAllowed.String() {
@@ -182,8 +204,24 @@ func (s *suggestion) searchExpansion(n string, base *allowlist.Policy) bool {
 	return false
 }
 
+// unixAdditions are the refused unix sockets that base does not list,
+// sorted.
+func (s *suggestion) unixAdditions(base *allowlist.Policy) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	listed := base.Local().UnixSockets
+	var out []string
+	for n := range s.unix {
+		if !slices.ContainsFunc(listed, func(p string) bool { return allowlist.MatchUnixSocket(p, n) }) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // render is base plus the additions, as a network_allowlist.json, and
-// what was added.
+// what was added (unix sockets as "unix:NAME").
 func (s *suggestion) render(base *allowlist.Policy) (*allowlist.Policy, []string, error) {
 	add := s.additions(base)
 	extra, err := allowlist.FromStrings(add)
@@ -191,7 +229,18 @@ func (s *suggestion) render(base *allowlist.Policy) (*allowlist.Policy, []string
 		// Every addition was normalised on the way in; this is a bug.
 		return nil, nil, err
 	}
-	return base.Merge(extra), add, nil
+	merged := base.Merge(extra)
+	if us := s.unixAdditions(base); len(us) > 0 {
+		l := merged.Local()
+		l.UnixSockets = append(l.UnixSockets, us...)
+		if merged, err = merged.WithLocal(l); err != nil {
+			return nil, nil, err
+		}
+		for _, u := range us {
+			add = append(add, "unix:"+u)
+		}
+	}
+	return merged, add, nil
 }
 
 // write writes base plus the additions to path as a network_allowlist.json

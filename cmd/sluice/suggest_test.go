@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
@@ -229,4 +230,42 @@ func TestSuggestionSearchExpansions(t *testing.T) {
 	if !strings.Contains(out.String(), "left out 3 names") {
 		t.Errorf("explanation: %s", out.String())
 	}
+}
+
+// TestSuggestionUnixSockets: refused unix sockets, from the kernel and
+// from audit lines, become unix_sockets entries; listed ones and names an
+// allowlist cannot hold do not.
+func TestSuggestionUnixSockets(t *testing.T) {
+	base, err := allowlist.Parse([]byte(`{"allowed_hosts": ["api.example.com"], "unix_sockets": ["/run/user/*/pulse/native"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r := newReporter(&out)
+	r.suggest.search = nil
+	r.Report(loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "/var/run/docker.sock", Audit: true})
+	r.Report(loader.Event{Hook: loader.HookUnixSend, Reason: loader.ReasonNotAllowed, Unix: "@relay"})
+	r.Report(loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "/run/user/1000/pulse/native"})
+	r.Report(loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "relative.sock"})
+	r.ReportDaemon(daemonEvent("unix:/run/containerd/containerd.sock", "unix"))
+	file := filepath.Join(t.TempDir(), "suggested.json")
+	if err := r.suggest.write(file, base, &out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := allowlist.Load(file)
+	if err != nil {
+		t.Fatalf("the suggestion does not load: %v", err)
+	}
+	want := []string{"/run/containerd/containerd.sock", "/run/user/*/pulse/native", "/var/run/docker.sock", "@relay"}
+	if g := got.Local().UnixSockets; !slices.Equal(g, want) {
+		t.Errorf("unix_sockets %v, want %v", g, want)
+	}
+	if !strings.Contains(out.String(), "unix:/var/run/docker.sock") {
+		t.Errorf("output does not name the added socket:\n%s", out.String())
+	}
+}
+
+func daemonEvent(dst, proto string) audit.Event {
+	return audit.Event{Type: audit.EgressDenied, Dst: dst, Proto: proto, Reason: loader.ReasonNotAllowed.String(),
+		Message: "denied x[1] -> " + dst + ": not in the allowlist"}
 }

@@ -112,11 +112,56 @@ type kdnstestLearnedValue struct {
 	Expires uint64
 }
 
+type kdnstestPortKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Port    uint32
+	Pad     uint32
+}
+
 type kdnstestSession struct {
 	_        structs.HostLayout
 	Flags    uint32
 	DnsPort4 uint16
 	DnsPort6 uint16
+}
+
+type kdnstestUnixGlob struct {
+	_   structs.HostLayout
+	Len uint32
+	Pad uint32
+	Pat [128]int8
+}
+
+type kdnstestUnixGlobKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Index   uint32
+	Pad     uint32
+}
+
+type kdnstestUnixKey struct {
+	_        structs.HostLayout
+	Session  uint64
+	Abstract uint8
+	Pad      [3]uint8
+	Len      uint32
+	Path     [112]int8
+}
+
+type kdnstestUnixScratch struct {
+	_      structs.HostLayout
+	K      kdnstestUnixKey
+	Text   [128]int8
+	Pat    [128]int8
+	Tlen   uint32
+	Plen   uint32
+	I      int32
+	J      int32
+	StarI  int32
+	StarJ  int32
+	Result int32
+	Pad    uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -135,22 +180,31 @@ const (
 	kdnstestMapKdnsSessions        = "kdns_sessions"
 	kdnstestMapLearned             = "learned"
 	kdnstestMapListeners           = "listeners"
+	kdnstestMapLoopbackPorts       = "loopback_ports"
+	kdnstestMapLoopbackStrict      = "loopback_strict"
 	kdnstestMapSessionCounters     = "session_counters"
 	kdnstestMapSessionEvents       = "session_events"
 	kdnstestMapSessions            = "sessions"
+	kdnstestMapUnixAllowed         = "unix_allowed"
+	kdnstestMapUnixGlobs           = "unix_globs"
+	kdnstestMapUnixScratch         = "unix_scratch"
 	kdnstestProgKdnsTestEgress     = "kdns_test_egress"
 	kdnstestProgKdnsTestIngress    = "kdns_test_ingress"
 	kdnstestProgSluiceConnect4     = "sluice_connect4"
 	kdnstestProgSluiceConnect6     = "sluice_connect6"
+	kdnstestProgSluiceConnectUnix  = "sluice_connect_unix"
 	kdnstestProgSluiceEgress       = "sluice_egress"
 	kdnstestProgSluiceGetpeername4 = "sluice_getpeername4"
 	kdnstestProgSluiceGetpeername6 = "sluice_getpeername6"
 	kdnstestProgSluiceKdnsEgress   = "sluice_kdns_egress"
 	kdnstestProgSluiceKdnsIngress  = "sluice_kdns_ingress"
+	kdnstestProgSluicePostBind4    = "sluice_post_bind4"
+	kdnstestProgSluicePostBind6    = "sluice_post_bind6"
 	kdnstestProgSluiceRecvmsg4     = "sluice_recvmsg4"
 	kdnstestProgSluiceRecvmsg6     = "sluice_recvmsg6"
 	kdnstestProgSluiceSendmsg4     = "sluice_sendmsg4"
 	kdnstestProgSluiceSendmsg6     = "sluice_sendmsg6"
+	kdnstestProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
 	kdnstestProgSluiceSetsockopt   = "sluice_setsockopt"
 	kdnstestProgSluiceSockCreate   = "sluice_sock_create"
 	kdnstestVarUnusedCounter       = "unused_counter"
@@ -162,8 +216,11 @@ const (
 	kdnstestVarUnusedKdnsNameKey   = "unused_kdns_name_key"
 	kdnstestVarUnusedKdnsQuery     = "unused_kdns_query"
 	kdnstestVarUnusedKdnsQueryKey  = "unused_kdns_query_key"
+	kdnstestVarUnusedPortKind      = "unused_port_kind"
 	kdnstestVarUnusedReason        = "unused_reason"
 	kdnstestVarUnusedSessionFlag   = "unused_session_flag"
+	kdnstestVarUnusedUnixEvent     = "unused_unix_event"
+	kdnstestVarUnusedUnixVerdict   = "unused_unix_verdict"
 )
 
 // loadKdnstest returns the embedded CollectionSpec for kdnstest.
@@ -212,15 +269,19 @@ type kdnstestProgramSpecs struct {
 	KdnsTestIngress    *ebpf.ProgramSpec `ebpf:"kdns_test_ingress"`
 	SluiceConnect4     *ebpf.ProgramSpec `ebpf:"sluice_connect4"`
 	SluiceConnect6     *ebpf.ProgramSpec `ebpf:"sluice_connect6"`
+	SluiceConnectUnix  *ebpf.ProgramSpec `ebpf:"sluice_connect_unix"`
 	SluiceEgress       *ebpf.ProgramSpec `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.ProgramSpec `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.ProgramSpec `ebpf:"sluice_getpeername6"`
 	SluiceKdnsEgress   *ebpf.ProgramSpec `ebpf:"sluice_kdns_egress"`
 	SluiceKdnsIngress  *ebpf.ProgramSpec `ebpf:"sluice_kdns_ingress"`
+	SluicePostBind4    *ebpf.ProgramSpec `ebpf:"sluice_post_bind4"`
+	SluicePostBind6    *ebpf.ProgramSpec `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg4"`
 	SluiceRecvmsg6     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg6"`
 	SluiceSendmsg4     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg4"`
 	SluiceSendmsg6     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg6"`
+	SluiceSendmsgUnix  *ebpf.ProgramSpec `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
 }
@@ -241,9 +302,14 @@ type kdnstestMapSpecs struct {
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
+	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
+	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
+	UnixAllowed       *ebpf.MapSpec `ebpf:"unix_allowed"`
+	UnixGlobs         *ebpf.MapSpec `ebpf:"unix_globs"`
+	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
 }
 
 // kdnstestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -259,8 +325,11 @@ type kdnstestVariableSpecs struct {
 	UnusedKdnsNameKey  *ebpf.VariableSpec `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.VariableSpec `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.VariableSpec `ebpf:"unused_kdns_query_key"`
+	UnusedPortKind     *ebpf.VariableSpec `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.VariableSpec `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
+	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
+	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
 }
 
 // kdnstestObjects contains all objects after they have been loaded into the kernel.
@@ -295,9 +364,14 @@ type kdnstestMaps struct {
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
 	Learned           *ebpf.Map `ebpf:"learned"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
+	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
+	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
+	UnixAllowed       *ebpf.Map `ebpf:"unix_allowed"`
+	UnixGlobs         *ebpf.Map `ebpf:"unix_globs"`
+	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
 }
 
 func (m *kdnstestMaps) Close() error {
@@ -314,9 +388,14 @@ func (m *kdnstestMaps) Close() error {
 		m.KdnsSessions,
 		m.Learned,
 		m.Listeners,
+		m.LoopbackPorts,
+		m.LoopbackStrict,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,
+		m.UnixAllowed,
+		m.UnixGlobs,
+		m.UnixScratch,
 	)
 }
 
@@ -333,8 +412,11 @@ type kdnstestVariables struct {
 	UnusedKdnsNameKey  *ebpf.Variable `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.Variable `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.Variable `ebpf:"unused_kdns_query_key"`
+	UnusedPortKind     *ebpf.Variable `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.Variable `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
+	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
+	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
 }
 
 // kdnstestPrograms contains all programs after they have been loaded into the kernel.
@@ -345,15 +427,19 @@ type kdnstestPrograms struct {
 	KdnsTestIngress    *ebpf.Program `ebpf:"kdns_test_ingress"`
 	SluiceConnect4     *ebpf.Program `ebpf:"sluice_connect4"`
 	SluiceConnect6     *ebpf.Program `ebpf:"sluice_connect6"`
+	SluiceConnectUnix  *ebpf.Program `ebpf:"sluice_connect_unix"`
 	SluiceEgress       *ebpf.Program `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.Program `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.Program `ebpf:"sluice_getpeername6"`
 	SluiceKdnsEgress   *ebpf.Program `ebpf:"sluice_kdns_egress"`
 	SluiceKdnsIngress  *ebpf.Program `ebpf:"sluice_kdns_ingress"`
+	SluicePostBind4    *ebpf.Program `ebpf:"sluice_post_bind4"`
+	SluicePostBind6    *ebpf.Program `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.Program `ebpf:"sluice_recvmsg4"`
 	SluiceRecvmsg6     *ebpf.Program `ebpf:"sluice_recvmsg6"`
 	SluiceSendmsg4     *ebpf.Program `ebpf:"sluice_sendmsg4"`
 	SluiceSendmsg6     *ebpf.Program `ebpf:"sluice_sendmsg6"`
+	SluiceSendmsgUnix  *ebpf.Program `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
 }
@@ -364,15 +450,19 @@ func (p *kdnstestPrograms) Close() error {
 		p.KdnsTestIngress,
 		p.SluiceConnect4,
 		p.SluiceConnect6,
+		p.SluiceConnectUnix,
 		p.SluiceEgress,
 		p.SluiceGetpeername4,
 		p.SluiceGetpeername6,
 		p.SluiceKdnsEgress,
 		p.SluiceKdnsIngress,
+		p.SluicePostBind4,
+		p.SluicePostBind6,
 		p.SluiceRecvmsg4,
 		p.SluiceRecvmsg6,
 		p.SluiceSendmsg4,
 		p.SluiceSendmsg6,
+		p.SluiceSendmsgUnix,
 		p.SluiceSetsockopt,
 		p.SluiceSockCreate,
 	)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -37,8 +38,8 @@ var (
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		if os.Geteuid() != 0 {
-			return m.Run() // every test skips with a message
+		if code, ready := needs.Main(m, "dnse2e", needs.Kernel...); !ready {
+			return code // every test skips, or one failure under SLUICE_REQUIRE_KERNEL=1
 		}
 		bin, inst, cleanup, err := world.SluiceForTests("sluice-dnse2e")
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -123,14 +124,14 @@ func TestUnshare(t *testing.T) {
 	w := newWorld(t)
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("unshare(1) not installed")
+		needs.Skip(t, "unshare(1) not installed (apt-get install util-linux)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	probe := exec.CommandContext(ctx, unshare, "-r", "true")
 	probe.SysProcAttr = nobody
 	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("unprivileged user namespaces are unavailable here: %v: %s", err, out)
+		needs.Absent(t, "unprivileged user namespaces are unavailable here: %v: %s", err, out)
 	}
 	deniedPort := w.ListenTCP(t, world.DeniedV4)
 	allowedPort := w.ListenTCP(t, world.AllowedV4)

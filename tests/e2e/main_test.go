@@ -44,6 +44,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -67,7 +68,7 @@ var (
 
 // The datapath maps that hold per-session state; all must be empty between
 // runs.
-var sessionMaps = []string{"sessions", "session_counters", "cidrs", "learned", "session_events"}
+var sessionMaps = []string{"sessions", "session_counters", "cidrs", "learned", "session_events", "unix_allowed", "unix_globs", "loopback_ports"}
 
 // defaultPolicy is the allowlist of most containment cases: AllowedV4 and
 // AllowedV6's /64, and nothing of DeniedV4/DeniedV6.
@@ -79,9 +80,8 @@ var nobody = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gi
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		// Every test skips with its own message.
-		return m.Run()
+	if code, ready := needs.Main(m, "e2e", needs.Kernel...); !ready {
+		return code // every test skips, or one failure under SLUICE_REQUIRE_KERNEL=1
 	}
 	dir, err := os.MkdirTemp(tempBase(), "sluice-e2e-bin-")
 	if err != nil {
@@ -159,12 +159,11 @@ func cgRoot() string { return filepath.Join(cgMount, instance) }
 
 func sluiceEnv() []string { return append(os.Environ(), "SLUICE_INSTANCE="+instance) }
 
-// requireRoot skips a test that needs root.
+// requireRoot skips a test that needs root and the rest of the kernel
+// suites' preconditions (a failure under SLUICE_REQUIRE_KERNEL=1).
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("e2e: skipped: sluice needs root to load BPF programs and create cgroups (CI runs as root)")
-	}
+	needs.Have(t, needs.Kernel...)
 }
 
 // newWorld requires root, builds a test world and, at the end of the test,

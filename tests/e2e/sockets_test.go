@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 	"golang.org/x/sys/unix"
 )
@@ -67,11 +68,11 @@ func TestRawSocket(t *testing.T) {
 	t.Run("user-namespace", func(t *testing.T) {
 		unshare, err := exec.LookPath("unshare")
 		if err != nil {
-			t.Skip("unshare(1) not installed")
+			needs.Skip(t, "unshare(1) not installed (apt-get install util-linux)")
 		}
 		ip, err := exec.LookPath("ip")
 		if err != nil {
-			t.Skip("ip(8) not installed")
+			needs.Skip(t, "ip(8) not installed (apt-get install iproute2)")
 		}
 		// The new network namespace's loopback starts down; bring it
 		// up so the unconfined twin really gets an echo reply.
@@ -85,7 +86,7 @@ func TestRawSocket(t *testing.T) {
 		twin.SysProcAttr = nobody
 		out, err := twin.CombinedOutput()
 		if strings.Contains(string(out), "unshare failed") || strings.Contains(string(out), "unshare:") {
-			t.Skipf("unprivileged user namespaces are unavailable here: %s", out)
+			needs.Absent(t, "unprivileged user namespaces are unavailable here: %s", out)
 		}
 		tr, perr := world.ParseProbeResult(out)
 		if perr != nil {
@@ -121,7 +122,7 @@ func TestSCTP(t *testing.T) {
 	start := time.Now()
 	twin := w.RunProbe(t, nobody, "-timeout", "500ms", "sctp", world.AllowedV4.String(), fmt.Sprint(twinPort))
 	if twin.Unsupported {
-		t.Skipf("this kernel has no SCTP: %v", twin)
+		needs.Absent(t, "this kernel has no SCTP: %v", twin)
 	}
 	wantArrival(t, w, sctpTo(start, world.AllowedV4, twinPort), "the unconfined SCTP INIT")
 

@@ -54,6 +54,10 @@
 //	api-handoff SOCKET DIR      connect to the daemon, hand the connection to a child and
 //	                            exit (reply: this pid); the child sends a session request once
 //	                            DIR/go exists and writes the answer to DIR/result
+//	unix PATH|@NAME             connect a stream unix socket (@NAME: abstract), read the greeting
+//	unix-dgram PATH|@NAME       sendto on an unconnected datagram unix socket
+//	tcp-self                    listen on 127.0.0.1 (kernel-chosen port), connect to it, read
+//	                            the greeting the listener sends
 //
 // ADDR may be an IPv4, IPv6 or IPv4-mapped IPv6 address; an IPv4-mapped
 // address is used through an AF_INET6 socket, which is how such a destination
@@ -120,6 +124,9 @@ func init() {
 		"listen-go":     {"ADDR", 1, runListenGo},
 		"daemon-run":    {"SOCKET PATH", 2, runDaemonRun},
 		"api-handoff":   {"SOCKET DIR", 2, runAPIHandoff},
+		"unix":          {"PATH|@NAME", 1, runUnix},
+		"unix-dgram":    {"PATH|@NAME", 1, runUnixDgram},
+		"tcp-self":      {"", 0, runTCPSelf},
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // readyTimeout bounds the wait for the link and its addresses.
@@ -39,12 +41,13 @@ type World struct {
 // New creates two fresh named network namespaces joined by a veth pair,
 // addresses and routes them (see the package documentation), starts the
 // sniffer, and returns once the link is usable. Everything is removed by
-// t.Cleanup, also when the test fails. New skips the test when not root.
+// t.Cleanup, also when the test fails. New skips the test when the machine
+// lacks what a world needs (root, the capabilities, IPv6, a writable
+// /proc/sys, nsenter), naming each with its fix; under SLUICE_REQUIRE_KERNEL=1
+// that is a failure (package needs).
 func New(t testing.TB) *World {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("world: skipped: network namespaces, veth pairs and AF_PACKET sockets need root (CI runs as root)")
-	}
+	needs.Have(t, needs.World...)
 	w := &World{}
 	t.Cleanup(func() {
 		if err := w.close(); err != nil {

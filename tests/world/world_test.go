@@ -16,12 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code, ready := needs.Main(m, "world", needs.World...)
+	if ready {
+		code = m.Run()
+	}
 	world.RemoveProbe()
 	os.Exit(code)
 }
@@ -240,7 +244,7 @@ func TestSCTP(t *testing.T) {
 	w := world.New(t)
 	r := w.RunProbe(t, nil, "-timeout", "500ms", "sctp", world.AllowedV4.String(), "9")
 	if r.Unsupported {
-		t.Skipf("kernel has no SCTP: %v", r)
+		needs.Absent(t, "kernel has no SCTP: %v", r)
 	}
 	// SCTP exists: the INIT must have reached the world (nothing listens,
 	// so the association itself is refused).
@@ -346,7 +350,7 @@ func childCgroup(t *testing.T) (string, int) {
 		}
 	}
 	if mnt == "" {
-		t.Skip("no cgroup2 mount")
+		needs.Skip(t, "no cgroup2 mount")
 	}
 	name := fmt.Sprintf("sluice-world-test-%d", os.Getpid())
 	dir := filepath.Join(mnt, name)
@@ -426,7 +430,7 @@ func TestCleanup(t *testing.T) {
 			world.To(world.AllowedV6), world.To(world.DeniedV6)), 100*time.Millisecond)
 	})
 	if client == "" {
-		t.Skip("world not created")
+		needs.Skip(t, "world not created")
 	}
 	for _, p := range []string{client, wld} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -39,7 +40,10 @@ const (
 var nobody = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code, ready := needs.Main(m, "landlock", needs.World...)
+	if ready {
+		code = m.Run()
+	}
 	world.RemoveProbe()
 	if shimBuild.dir != "" {
 		os.RemoveAll(shimBuild.dir)
@@ -96,7 +100,8 @@ func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 func requireLandlock(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skipf("landlock tier unavailable here: %v", err)
+		// Landlock mode is sluice's: CI must exercise it.
+		needs.Skip(t, "landlock tier unavailable here (boot with lsm=...,landlock): %v", err)
 	}
 }
 
@@ -303,7 +308,7 @@ func TestIOURing(t *testing.T) {
 	w.AssertNothingArrived(t, world.To(world.DeniedV4), settle)
 
 	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) != "0" {
-		t.Skipf("kernel.io_uring_disabled=%s: no unprivileged twin possible", strings.TrimSpace(string(b)))
+		needs.Absent(t, "kernel.io_uring_disabled=%s: no unprivileged twin possible", strings.TrimSpace(string(b)))
 	}
 	wantGreeting(t, run(t, w, probe, "iouring", world.DeniedV4.String(), port(p)))
 	wantArrived(t, w, world.To(world.DeniedV4), "unconfined twin")
@@ -320,7 +325,7 @@ func TestMPTCP(t *testing.T) {
 
 	r := run(t, w, shim, "mptcp", world.DeniedV4.String(), port(p))
 	if r.Stage == "socket" && r.Errno == "EPROTONOSUPPORT" {
-		t.Skip("kernel without MPTCP: no unconfined twin")
+		needs.Absent(t, "kernel without MPTCP: no unconfined twin")
 	}
 	wantGreeting(t, r)
 	wantArrived(t, w, world.To(world.DeniedV4), "unconfined twin")
@@ -371,7 +376,7 @@ func TestLimitPortsNotAddresses(t *testing.T) {
 func TestAvailable(t *testing.T) {
 	abi, err := ABI()
 	if err != nil {
-		t.Skipf("no Landlock: %v", err)
+		needs.Skip(t, "no Landlock (boot with lsm=...,landlock): %v", err)
 	}
 	t.Logf("Landlock ABI %d", abi)
 	err = Available()

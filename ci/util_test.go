@@ -1,0 +1,16 @@
+package ci_test
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(strings.TrimSpace(s))
+	return n
+}
+
+func atoiString(n int) string { return strconv.Itoa(n) }

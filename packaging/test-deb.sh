@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The .deb on a fresh Debian: builds this machine's .deb, a minimal Debian
+# root file system (debootstrap --variant=minbase from the configured
+# mirror, imported with `docker import`, no registry), starts a private
+# dockerd without any networking of its own, and in a container with no
+# network: installs the package, runs `sluice check`, starts the daemon by
+# hand (no systemd there), runs a confined command, purges the package and
+# checks that nothing is left: no files, group, cgroups or pins.
+#
+#   packaging/test-deb.sh [WORKDIR]     as root; WORKDIR keeps the rootfs between runs
+#
+# The container needs what the datapath needs (README, "Install"):
+# --cap-add SYS_ADMIN,NET_ADMIN,SYS_PTRACE (SYS_ADMIN covers bpf(2); docker 20.10
+# does not know CAP_BPF), the host's cgroup2
+# mount and bpffs, and no seccomp/AppArmor profile (bpf(2), mount(2)).
+# Only the dockerd this script started is stopped, by its pid.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+own=
+if [[ -n ${1:-} ]]; then
+	work=$1
+	mkdir -p "$work"
+else
+	work=$(mktemp -d /tmp/sluice-test-deb-XXXXXX)
+	own=1
+fi
+suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
+[[ -n $mirror ]] || mirror=$(awk '$1 == "deb" && $2 ~ /^http/ && $3 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+[[ -n $mirror ]] || { echo "test-deb: no Debian mirror configured in apt's sources" >&2; exit 1; }
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "the package"
+packaging/release.sh --deb "$work/dist" >/dev/null
+deb=$(ls "$work"/dist/sluice_*.deb)
+echo "$deb"
+
+step "a fresh Debian ($suite, minbase, from $mirror)"
+if [[ ! -e $work/rootfs/usr/bin/dpkg ]]; then
+	rm -rf "$work/rootfs"
+	debootstrap --variant=minbase "$suite" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+		{ tail -20 "$work/debootstrap.log" >&2; exit 1; }
+fi
+
+step "a private dockerd (no bridge, no iptables)"
+sock=$work/docker.sock
+dockerd --host "unix://$sock" --data-root "$work/docker" --exec-root "$work/docker-exec" --pidfile "$work/dockerd.pid" \
+	--bridge=none --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false >"$work/dockerd.log" 2>&1 &
+dockerd_pid=$!
+cleanup() {
+	kill "$dockerd_pid" 2>/dev/null || true
+	for _ in $(seq 150); do [[ -e /proc/$dockerd_pid ]] || break; sleep 0.1; done
+	if [[ -n $own ]]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+docker() { command docker --host "unix://$sock" "$@"; }
+for _ in $(seq 150); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
+docker version --format 'docker {{.Server.Version}}'
+image=sluice-test-debian:$suite
+tar -C "$work/rootfs" -c . | docker import - "$image" >/dev/null
+
+# A random instance: the test never touches a real installation's pins
+# or cgroups on this host.
+instance=sluice-deb-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
+cgmount=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
+[[ -n $cgmount ]] || { echo "test-deb: no cgroup2 mount" >&2; exit 1; }
+
+step "install, check, daemon, a confined command, purge (in a container with no network)"
+docker run --rm --network none --pid host \
+	--cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SYS_PTRACE \
+	--security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+	-v "$cgmount:$cgmount" -v /sys/fs/bpf:/sys/fs/bpf \
+	-v "$deb:/tmp/sluice.deb:ro" -v "$root/packaging/test-deb-inside.sh:/test.sh:ro" \
+	-e SLUICE_INSTANCE="$instance" -e CGMOUNT="$cgmount" \
+	"$image" /bin/bash /test.sh
+
+step "nothing left on the host"
+left=0
+for p in "/sys/fs/bpf/$instance" "$cgmount/$instance"; do
+	if [[ -e $p ]]; then echo "left behind: $p" >&2; left=1; fi
+done
+[[ $left -eq 0 ]]
+echo "test-deb: ok"
