@@ -234,6 +234,19 @@ static __always_inline struct dns_orig *kdns_socket(struct __sk_buff *skb)
 	return o;
 }
 
+/* kdns_is_upstream reports whether addr:port (IPv4 as ::ffff:a.b.c.d,
+ * port in network order) is the session's upstream: only that traffic of a
+ * redirected socket is DNS of the kernel path. A socket that also talks to
+ * other peers (one unconnected socket for everything) keeps that traffic,
+ * judged by the sock_addr hooks as usual. */
+static __always_inline int kdns_is_upstream(const struct kdns_session *ks, const __u32 addr[4], __u16 port)
+{
+	if (addr[0] == 0 && addr[1] == 0 && addr[2] == bpf_htonl(0xffff))
+		return ks->up4 && addr[3] == ks->up4 && port == ks->port4;
+	return addr[0] == ks->up6[0] && addr[1] == ks->up6[1] && addr[2] == ks->up6[2] &&
+	       addr[3] == ks->up6[3] && port == ks->port6;
+}
+
 /* ---- egress: the query ---- */
 
 struct kdns_qparse {
@@ -387,9 +400,13 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 	struct kdns_l4 l = {};
 	if (!s)
 		return KDNS_DROP_QUIET;
-	/* Whatever this socket sends goes to the upstream: unparsable
-	 * datagrams never leave. */
-	if (kdns_parse_l4(skb, &l) || l.len > KDNS_QPKT || l.len < 12)
+	/* Unparsable datagrams of a redirected socket never leave. */
+	if (kdns_parse_l4(skb, &l))
+		return KDNS_DROP_QUIET;
+	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &session);
+	if (ks && !kdns_is_upstream(ks, l.dst, l.dport))
+		return KDNS_PASS;
+	if (l.len > KDNS_QPKT || l.len < 12)
 		return KDNS_DROP_QUIET;
 	__u32 len = l.len;
 	if (bpf_skb_load_bytes(skb, l.off, s->pkt, len & (KDNS_QPKT - 1) ? len & (KDNS_QPKT - 1) : KDNS_QPKT))
@@ -795,7 +812,12 @@ static long kdns_cmp_q_step(__u32 i, void *ctx)
 static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 session, __u64 cookie)
 {
 	struct kdns_l4 l = {};
-	if (kdns_parse_l4(skb, &l) || l.len < 12)
+	if (kdns_parse_l4(skb, &l))
+		return 0;
+	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &session);
+	if (ks && !kdns_is_upstream(ks, l.src, l.sport))
+		return 1; /* not the upstream: not this path's DNS */
+	if (l.len < 12)
 		return 0;
 	__u8 hdr[12];
 	if (bpf_skb_load_bytes(skb, l.off, hdr, 12))
@@ -811,7 +833,6 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 		bpf_map_delete_elem(&kdns_queries, &k);
 		return 1;
 	}
-	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &session);
 	__u32 zero = 0;
 	struct kdns_ascratch *s = bpf_map_lookup_elem(&kdns_ascratch, &zero);
 	if (!ks || !s)

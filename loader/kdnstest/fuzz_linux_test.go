@@ -450,4 +450,20 @@ func TestKDNSJudges(t *testing.T) {
 			t.Errorf("query %s type %d: verdict %d, want %d", c.name, c.qtype, ret, c.ret)
 		}
 	}
+
+	// Traffic of the socket with other peers is not this path's DNS:
+	// it passes both ways unjudged (the sock_addr hooks judged its peer).
+	other := netip.MustParseAddr("203.0.113.80")
+	if ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, other, 40000, 443, []byte("not dns"))}); err != nil || ret != 1 {
+		t.Errorf("egress to another peer: verdict %d (%v), want 1", ret, err)
+	}
+	if ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, upstream, 40000, 5353, query("denied.test.", dns.TypeA))}); err != nil || ret != 1 {
+		t.Errorf("egress to the upstream's address on another port: verdict %d (%v), want 1", ret, err)
+	}
+	if ret, err := o.KdnsTestIngress.Run(&ebpf.RunOptions{Data: packet(other, client, 443, 40000, []byte("not dns"))}); err != nil || ret != 1 {
+		t.Errorf("ingress from another peer: verdict %d (%v), want 1", ret, err)
+	}
+	if ret, err := o.KdnsTestIngress.Run(&ebpf.RunOptions{Data: packet(upstream, client, 53, 40000, []byte("short"))}); err != nil || ret != 0 {
+		t.Errorf("ingress of garbage from the upstream: verdict %d (%v), want 0", ret, err)
+	}
 }
