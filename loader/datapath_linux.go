@@ -60,8 +60,8 @@ type Datapath struct {
 	innerSpec  *ebpf.MapSpec
 	// unixErr says why unix sockets are not judged on this kernel (nil:
 	// they are).
-	unixErr error
-	kdnsInner  *ebpf.MapSpec // a session's kernel DNS ring buffer
+	unixErr   error
+	kdnsInner *ebpf.MapSpec // a session's kernel DNS ring buffer
 }
 
 // Open loads the programs, creates or re-opens the pinned maps under pinDir
