@@ -28,7 +28,6 @@ const (
 	kdnsMinRepeatRatio = 0.9
 	kdnsMaxAddedP99    = 100 * time.Microsecond // at 5,000 queries per second
 	kdnsRate           = 5000
-	kdnsCaseDur        = 1500 * time.Millisecond
 	// kdnsBudget bounds the part with the default -kdns-rounds.
 	kdnsBudget = 150 * time.Second
 )
@@ -41,6 +40,7 @@ const (
 // arms, in an order that alternates.
 type kdnsResult struct {
 	rounds                     int
+	caseDur                    time.Duration
 	kUnique, kRepeated         series // qps, A and K
 	rUnique, rRepeated         series // qps, A and R
 	kP99, kP50, rP99, rP50     series // ns at kdnsRate, A and K / A and R
@@ -57,7 +57,7 @@ type kdnsArm struct {
 }
 
 // measureKDNS runs the comparison on an instance of its own.
-func measureKDNS(ctx context.Context, instance string, rounds int) (*kdnsResult, error) {
+func measureKDNS(ctx context.Context, instance string, rounds int, caseDur time.Duration) (*kdnsResult, error) {
 	inst := instance + "-kdns"
 	cfg := enforcer.Config{CgroupName: inst, PinDir: "/sys/fs/bpf/" + inst, StateDir: "/run/" + inst}
 	if err := enforcer.Cleanup(cfg); err != nil {
@@ -124,7 +124,7 @@ func measureKDNS(ctx context.Context, instance string, rounds int) (*kdnsResult,
 		{"K", confinedArm{ks}, redirected},
 		{"R", confinedArm{rs}, redirected},
 	}
-	res := &kdnsResult{}
+	res := &kdnsResult{caseDur: caseDur}
 	for r := range rounds {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -141,7 +141,7 @@ func measureKDNS(ctx context.Context, instance string, rounds int) (*kdnsResult,
 				{"-mode", "closed", "-names", "repeated"},
 				{"-mode", "open", "-names", "unique", "-rate", fmt.Sprint(kdnsRate)},
 			} {
-				rep, err := runDNSWorker(ctx, a.start, worker, a.target, args...)
+				rep, err := runDNSWorker(ctx, a.start, worker, a.target, caseDur, args...)
 				if err != nil {
 					return nil, fmt.Errorf("arm %s: %w", a.name, err)
 				}
@@ -182,7 +182,7 @@ func measureKDNS(ctx context.Context, instance string, rounds int) (*kdnsResult,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := runDNSWorker(ctx, arms[1].start, worker, redirected, "-mode", "closed", "-names", "unique"); err != nil {
+	if _, err := runDNSWorker(ctx, arms[1].start, worker, redirected, caseDur, "-mode", "closed", "-names", "unique"); err != nil {
 		return nil, err
 	}
 	e1, i1, err := e.Datapath().KDNSProgramStats()
@@ -209,10 +209,10 @@ type dnsReportJSON struct {
 	P99ns int64   `json:"p99_ns"`
 }
 
-func runDNSWorker(ctx context.Context, s starter, worker string, target netip.AddrPort, args ...string) (dnsReportJSON, error) {
+func runDNSWorker(ctx context.Context, s starter, worker string, target netip.AddrPort, dur time.Duration, args ...string) (dnsReportJSON, error) {
 	ctx, cancel := context.WithTimeout(ctx, workerTimeout)
 	defer cancel()
-	args = append([]string{"-op", "dns", "-addrs", target.String(), "-dur", kdnsCaseDur.String()}, args...)
+	args = append([]string{"-op", "dns", "-addrs", target.String(), "-dur", dur.String()}, args...)
 	cmd := exec.CommandContext(ctx, worker, args...)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
@@ -265,7 +265,7 @@ func (k *kdnsResult) missed() bool {
 // benchKDNSOnly is `-only kdns`.
 func benchKDNSOnly(ctx context.Context, o options) (missed bool, err error) {
 	loadBefore := loadAverage()
-	k, err := measureKDNS(ctx, o.instance, o.kdnsRounds)
+	k, err := measureKDNS(ctx, o.instance, o.kdnsRounds, o.kdnsDur)
 	if err != nil {
 		return false, err
 	}
@@ -281,5 +281,5 @@ func benchKDNSOnly(ctx context.Context, o options) (missed bool, err error) {
 
 func (k *kdnsResult) describe(w io.Writer) {
 	fmt.Fprintf(w, "Kernel DNS path: %d rounds of three arms (A unconfined, B kernel path, B resolver path), the load generator a separate process as uid 65534, 64 queries in flight, %s per case; the stub upstream on 127.0.0.1. Lost queries: A %d, kernel %d of %d sent, resolver %d.\n",
-		k.rounds, kdnsCaseDur, k.lostA, k.lostK, k.sentK, k.lostR)
+		k.rounds, k.caseDur, k.lostA, k.lostK, k.sentK, k.lostR)
 }

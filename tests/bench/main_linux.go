@@ -46,6 +46,7 @@ type options struct {
 	proxyOpts  proxyOptions
 	kdns       bool // the kernel DNS path against the resolver path (kdns_linux.go)
 	kdnsRounds int
+	kdnsDur    time.Duration
 }
 
 func main() {
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", or \"kdns\" (the kernel DNS path against the resolver path, in sessions)")
 	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
 	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
+	flag.DurationVar(&o.kdnsDur, "kdns-dur", 1500*time.Millisecond, "measured time of each case of the kernel DNS path benchmark (shorter cases, more rounds: finer alternation on a busy machine)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)
 		return err
@@ -119,6 +121,10 @@ func run(o options) int {
 	if !dnsOnly && !proxyOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
 		return 1
+	}
+	if o.kdnsDur <= 0 || o.kdnsRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: want -kdns-dur > 0 and -kdns-rounds ≥ 1")
+		return 2
 	}
 	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < minTimeout {
 		fmt.Fprintf(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100, 0 < -budget and -timeout ≥ %s (-budget, plus %s with the DNS part, %s with the proxy part and %s with the daemon part)\n", minTimeout, dnsBudget, proxyBudget, daemonBudget)
@@ -188,7 +194,7 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	// So does the kernel DNS path, on an instance of its own.
 	var kdnsRes *kdnsResult
 	if o.kdns {
-		if kdnsRes, err = measureKDNS(ctx, o.instance, o.kdnsRounds); err != nil {
+		if kdnsRes, err = measureKDNS(ctx, o.instance, o.kdnsRounds, o.kdnsDur); err != nil {
 			return false, err
 		}
 	}
