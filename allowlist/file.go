@@ -97,7 +97,7 @@ func (fp *fileParser) parse() error {
 		}
 		return fp.fileError(start, errors.New(msg))
 	}
-	seen := false
+	seen, seenHidden := false, false
 	seenLocal := map[string]bool{}
 	for fp.dec.More() {
 		keyAt := fp.skip(fp.dec.InputOffset())
@@ -115,6 +115,14 @@ func (fp *fileParser) parse() error {
 			continue
 		case key == "allowed_hosts":
 			fp.errs = append(fp.errs, fp.fileError(keyAt, errors.New(`"allowed_hosts" appears twice`)))
+		case key == "hidden_paths" && !seenHidden:
+			seenHidden = true
+			if err := fp.hiddenPaths(); err != nil {
+				return err
+			}
+			continue
+		case key == "hidden_paths":
+			fp.errs = append(fp.errs, fp.fileError(keyAt, errors.New(`"hidden_paths" appears twice`)))
 		case localKeys[key] && !seenLocal[key]:
 			seenLocal[key] = true
 			raw, at, err := fp.value()
@@ -128,7 +136,7 @@ func (fp *fileParser) parse() error {
 		case localKeys[key]:
 			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf("%q appears twice", key)))
 		default:
-			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the keys are "allowed_hosts", "unix_sockets", "loopback" and "loopback_ports"`, key)))
+			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the keys are "allowed_hosts", "hidden_paths", "unix_sockets", "loopback" and "loopback_ports"`, key)))
 		}
 		if _, _, err := fp.value(); err != nil {
 			return err

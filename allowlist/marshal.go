@@ -23,12 +23,14 @@ func (p *Policy) Format() []byte {
 
 func (p *Policy) encode(pretty bool) []byte {
 	var b bytes.Buffer
-	sep, open, end, comma, colon := ",", `{"allowed_hosts":[`, "]}", ",", ":"
+	sep, open, closeList, closeObj, comma, colon := ",", `{"allowed_hosts":[`, "]", "}", ",", ":"
+	hiddenKey := `,"hidden_paths":[`
 	if pretty {
-		sep, open, end, comma, colon = ",\n    ", "{\n  \"allowed_hosts\": [\n    ", "\n  ]\n}\n", ", ", ": "
+		sep, open, closeList, closeObj, comma, colon = ",\n    ", "{\n  \"allowed_hosts\": [\n    ", "\n  ]", "\n}\n", ", ", ": "
 		if p.Len() == 0 {
-			open, end = "{\n  \"allowed_hosts\": [", "]\n}\n"
+			open, closeList = "{\n  \"allowed_hosts\": [", "]"
 		}
+		hiddenKey = ",\n  \"hidden_paths\": ["
 	}
 	b.WriteString(open)
 	first := true
@@ -41,24 +43,21 @@ func (p *Policy) encode(pretty bool) []byte {
 			encodeGrant(&b, it.t, g, comma, colon)
 		}
 	}
+	b.WriteString(closeList)
 	if p != nil && !p.local.IsDefault() {
-		closeList := "]"
-		if pretty {
-			closeList = "\n  ]"
-			if p.Len() == 0 {
-				closeList = "]"
-			}
-		}
-		b.WriteString(closeList)
 		encodeLocal(&b, p.local, pretty)
-		if pretty {
-			b.WriteString("\n}\n")
-		} else {
-			b.WriteString("}")
-		}
-		return b.Bytes()
 	}
-	b.WriteString(end)
+	if p != nil && len(p.hidden) > 0 {
+		b.WriteString(hiddenKey)
+		for i, h := range p.hidden {
+			if i > 0 {
+				b.WriteString(comma)
+			}
+			writeString(&b, h)
+		}
+		b.WriteString("]")
+	}
+	b.WriteString(closeObj)
 	return b.Bytes()
 }
 

@@ -21,6 +21,7 @@ type Policy struct {
 	exact    map[string]int // host name -> index in items
 	wild     map[string]int // wildcard domain -> index in items
 	prefixes []netip.Prefix // every KindPrefix target, in entry order
+	hidden   []string       // "hidden_paths", in file order
 	local    Local          // unix sockets and loopback (local.go), normalized
 }
 
@@ -62,9 +63,10 @@ func (it item) entry() Entry {
 // its first occurrence, and one owner's repeated requests merge into one
 // grant that allows private addresses if any of them did.
 type builder struct {
-	items []item
-	index map[target]int
-	local Local
+	items  []item
+	index  map[target]int
+	hidden []string
+	local  Local
 }
 
 func newBuilder() *builder { return &builder{index: make(map[target]int)} }
@@ -97,15 +99,17 @@ func (b *builder) addPolicy(p *Policy) {
 			b.add(it.t, g)
 		}
 	}
+	b.addHidden(p.hidden)
 	b.local = b.local.merge(p.local)
 }
 
 func (b *builder) policy() *Policy {
 	p := &Policy{
-		items: b.items,
-		exact: make(map[string]int),
-		wild:  make(map[string]int),
-		local: b.local.normalize(),
+		items:  b.items,
+		exact:  make(map[string]int),
+		wild:   make(map[string]int),
+		hidden: b.hidden,
+		local:  b.local.normalize(),
 	}
 	for i, it := range b.items {
 		switch it.t.kind {
@@ -355,6 +359,7 @@ func (p *Policy) Without(owner string) (_ *Policy, kept []Entry) {
 	if p == nil {
 		return b.policy(), nil
 	}
+	b.addHidden(p.hidden)
 	var keptTargets []target
 	for _, it := range p.items {
 		removed := false

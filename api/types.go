@@ -31,6 +31,12 @@ type CreateRequest struct {
 	NoProxyEnv bool     `json:"no_proxy_env,omitempty"`
 	Env        []string `json:"env,omitempty"`
 	Dir        string   `json:"dir,omitempty"`
+	// ShowPaths exempts these hidden paths (and what is below them) for
+	// this session; never the machine allowlist's hidden_paths.
+	ShowPaths []string `json:"show_paths,omitempty"`
+	// ShareProcesses turns process isolation off; refused for a caller
+	// that is itself confined.
+	ShareProcesses bool `json:"share_processes,omitempty"`
 }
 
 // SessionInfo describes a session.
@@ -51,6 +57,9 @@ type SessionInfo struct {
 	Audited    uint64        `json:"audited"`
 	LearnedIPs int           `json:"learned_ips"`
 	Recent     []audit.Event `json:"recent_denials,omitempty"`
+	// Hidden are the paths the session's sandbox covered when it started
+	// (credential files and directories), for the client to name.
+	Hidden []string `json:"hidden,omitempty"`
 }
 
 // StreamMessage is one NDJSON line of a create response: first Session,

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/dnsresolver"
@@ -16,8 +17,21 @@ import (
 
 // FromKernel is the audit event of a datapath denial (or, in audit mode,
 // of what would have been one). learnedFrom names the host names an
-// address was learned from (nil: none).
+// address was learned from (nil: none). It reads /proc/<pid>/exe for Exe.
 func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
+	e := FromKernelBrief(session, ev)
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
+		e.Exe = exe
+	}
+	if !ev.IsUnix() && ev.Addr.IsValid() && learnedFrom != nil {
+		e.Host = strings.Join(learnedFrom(ev.Addr), ",")
+	}
+	return e
+}
+
+// FromKernelBrief is FromKernel without Exe and Host, which cost a /proc
+// read and a lookup per denial: all that a line on the terminal needs.
+func FromKernelBrief(session string, ev loader.Event) Event {
 	uid := ev.UID
 	e := Event{
 		Type: EgressDenied, Session: session, PID: ev.PID, Comm: ev.Comm, UID: &uid,
@@ -26,16 +40,10 @@ func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []
 	if ev.Audit {
 		e.Type = EgressAudit
 	}
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
-		e.Exe = exe
-	}
 	if ev.IsUnix() {
 		e.Dst, e.Proto = ev.Destination(), "unix"
 	} else if ev.Addr.IsValid() {
 		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
-		if learnedFrom != nil {
-			e.Host = strings.Join(learnedFrom(ev.Addr), ",")
-		}
 	} else {
 		e.Dst = ev.Destination()
 		if ev.Hook == loader.HookSockCreate {
@@ -71,10 +79,11 @@ func FromDNS(session string, ev dnsresolver.Event, comm string) Event {
 	return e
 }
 
-// inCgroup reports whether process pid is (still) in a cgroup named name.
-// The event is read after the fact: if the process has exited and its pid
-// was reused outside the session, /proc/<pid>/exe names another program,
-// which the audit log must not pin on the session.
+// inCgroup reports whether process pid is (still) in the session's cgroup
+// named name, or in a cgroup below it (a container's in the session). The
+// event is read after the fact: if the process has exited and its pid was
+// reused outside the session, /proc/<pid>/exe names another program, which
+// the audit log must not pin on the session.
 func inCgroup(pid uint32, name string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil || name == "" {
@@ -82,7 +91,7 @@ func inCgroup(pid uint32, name string) bool {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return path.Base(p) == name
+			return path.Base(p) == name || slices.Contains(strings.Split(p, "/"), name)
 		}
 	}
 	return false

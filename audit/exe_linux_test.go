@@ -16,10 +16,10 @@ func TestInCgroup(t *testing.T) {
 	if err != nil {
 		needs.Skip(t, "no /proc: %v", err)
 	}
-	var own string
+	var own, parent string
 	for _, line := range strings.Split(string(b), "\n") {
 		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			own = path.Base(p)
+			own, parent = path.Base(p), path.Base(path.Dir(p))
 		}
 	}
 	if own == "" {
@@ -28,6 +28,10 @@ func TestInCgroup(t *testing.T) {
 	pid := uint32(os.Getpid())
 	if !inCgroup(pid, own) {
 		t.Errorf("inCgroup(self, %q) = false", own)
+	}
+	// A cgroup below the session's (a container's) is in the session.
+	if parent != "/" && parent != "." && !inCgroup(pid, parent) {
+		t.Errorf("inCgroup(self, %q) = false for the parent cgroup", parent)
 	}
 	for _, other := range []string{"", "run-1-000000000000", own + "x"} {
 		if inCgroup(pid, other) {

@@ -63,6 +63,13 @@
 // hand back privileges (preset credentials, ambient capabilities, a new user
 // namespace).
 //
+// # Preparing the child's namespaces
+//
+// StartWith runs a caller's step on the spawning thread just before the
+// clone, as root: the child is born in whatever per-thread state it sets
+// up (the session sandbox's mount namespace, package sandbox), and since
+// the thread is discarded, nothing else in the process ever runs in it.
+//
 // # Writing to cgroupfs
 //
 // Every cgroupfs file is opened relative to the cgroup2 mount with openat2

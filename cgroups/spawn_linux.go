@@ -29,6 +29,15 @@ import (
 //
 // As with exec.Cmd.Start, the caller must call cmd.Wait to reap the process.
 func (s *Session) Start(cmd *exec.Cmd, opts SpawnOptions) error {
+	return s.StartWith(cmd, opts, nil)
+}
+
+// StartWith is Start with a step of the caller's: prepare runs, as root,
+// on the thread that then clones the process, just before the clone, so
+// that per-thread state it sets up (a mount namespace the child is born
+// in: package sandbox) reaches the child and nothing else. The thread is
+// discarded afterwards. An error from prepare starts nothing.
+func (s *Session) StartWith(cmd *exec.Cmd, opts SpawnOptions, prepare func() error) error {
 	if cmd == nil {
 		return errors.New("cgroups: Start: nil *exec.Cmd")
 	}
@@ -50,7 +59,14 @@ func (s *Session) Start(cmd *exec.Cmd, opts SpawnOptions) error {
 	attr.CgroupFD = fd
 	cmd.SysProcAttr = attr
 
-	err = onThrowawayThread(func() error { return startConfined(cmd) })
+	err = onThrowawayThread(func() error {
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				return err
+			}
+		}
+		return startConfined(cmd)
+	})
 	if err != nil {
 		return fmt.Errorf("cgroups: start %s in session %s: %w", cmd.Path, s.name, err)
 	}

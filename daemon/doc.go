@@ -26,7 +26,11 @@
 //     daemon leaves every session confined (names not yet learned stop
 //     resolving). Sessions are recorded in the state directory; a restarted
 //     daemon re-adopts them and restarts their resolvers on the ports the
-//     datapath redirects to. A clean shutdown does not unconfine anything.
+//     datapath redirects to, and their proxies on the ports their commands'
+//     proxy variables name (recorded for this; a port another program took
+//     meanwhile is reported, not replaced: the environment of a running
+//     command cannot be changed). A clean shutdown does not unconfine
+//     anything.
 //   - Every deny decision and policy change is an audit log line (JSON,
 //     docs/audit.md); counters are Prometheus metrics on an opt-in loopback
 //     address.

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 func (s *Server) routes() http.Handler {
@@ -176,6 +177,15 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
 		return nil, err
 	}
+	if err := mayShareProcesses(who, req.ShareProcesses); err != nil {
+		return nil, err
+	}
+	// Hidden paths: the defaults and the session's own (which show_paths
+	// may exempt), and the machine's, which nothing exempts.
+	hidden, err := sandbox.HiddenPaths(machine.HiddenPaths(), requested.HiddenPaths(), req.ShowPaths)
+	if err != nil {
+		return nil, fail(http.StatusBadRequest, "%v", err)
+	}
 	// Descriptors last: a request that is wrong anyway says so first.
 	if len(files) != 3 {
 		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
@@ -203,8 +213,16 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.s = es
 	ss.info.Name = es.Name()
+	ss.proxyPort = es.ProxyAddr().Port()
+	// The session's file system is built from the caller's view (its
+	// mount namespace, through the pidfd taken at connect, which pid reuse
+	// cannot redirect), not from the daemon's, which under systemd is the
+	// unit's sandbox.
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
-		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn}
+		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd}}
+	var hid []string // filled on the spawning thread, before Start returns
+	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
 	s.mu.Lock()
 	s.sessions[ss.info.Name] = ss
 	s.mu.Unlock()
@@ -220,8 +238,9 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
+	ss.info.Hidden = hid
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
-		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s", ss.info.Name, req.Argv[0])})
+		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s", ss.info.Name, req.Argv[0], sandbox.StartedNote(hid))})
 	close(ss.started)
 	go ss.waitCommand()
 	return ss, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -36,6 +38,7 @@ type Config struct {
 	SessionGroup  string   // members may create sessions (default "sluice", ignored if absent)
 	AdminGroup    string   // members may change the machine allowlist ("" = root only)
 	Version       string
+	Log           io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
 	DNS           enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
 	// Enforcer overrides the instance (tests); zero: SLUICE_INSTANCE or the default.
 	Enforcer enforcer.Config
@@ -66,6 +69,7 @@ type Server struct {
 	mu       sync.Mutex
 	allowMu  sync.Mutex // serialises read-modify-write of the allowlist file
 	sessions map[string]*session
+	orphans  map[string]*audit.Limiter // rate limits of sessions no daemon owns, by name (their programs flood too)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
@@ -96,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SessionGroup == "" {
 		cfg.SessionGroup = "sluice"
 	}
-	s := &Server{cfg: cfg, hub: newHub(), refusals: audit.NewLimiter(), sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, hub: newHub(), refusals: audit.NewLimiter(), orphans: map[string]*audit.Limiter{}, sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
 	s.sessionGID, s.hasSessionGID = lookupGroup(cfg.SessionGroup)
 	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
 
@@ -227,6 +231,14 @@ func (s *Server) Shutdown() error {
 	if n := s.refusals.Flush(); n > 0 {
 		s.emit(audit.SuppressedEvent("", n))
 	}
+	s.mu.Lock()
+	orphans := maps.Clone(s.orphans)
+	s.mu.Unlock()
+	for name, l := range orphans {
+		if n := l.Flush(); n > 0 {
+			s.emit(audit.SuppressedEvent(name, n))
+		}
+	}
 	s.emit(audit.Event{Type: audit.DaemonStopped, Message: "sluice daemon stopped; running sessions stay confined"})
 	// Sessions are left as they are: confined, recorded, their commands
 	// running; the next daemon adopts them.
@@ -256,29 +268,63 @@ func (s *Server) readGlobalEvents(r *ringbuf.Reader) {
 }
 
 // dispatch hands a kernel event to its session, or logs it on its own.
+//
+// The global ring buffer carries the events of every cgroup in the sluice
+// tree without a ring buffer of its own: the daemon's sessions, cgroups
+// below one of them (a container runtime's, given the session as its
+// cgroup parent: the datapath knows them by their own id and refuses them
+// as "no session"), and sessions no daemon owns (a record that was lost or
+// could not be adopted). Each line names the session the task is in,
+// found from its cgroup; only a cgroup removed before its event was read
+// leaves the line without one (docs/audit.md).
 func (s *Server) dispatch(ev loader.Event) {
-	s.mu.Lock()
-	var owner *session
-	for _, ss := range s.sessions {
-		if ss.s.ID() == ev.Cgroup {
-			owner = ss
-			break
+	owner := s.sessionByID(ev.Cgroup)
+	name := ""
+	if owner == nil {
+		if n, err := s.e.Root().SessionOf(ev.Cgroup); err == nil {
+			name = n
+			s.mu.Lock()
+			owner = s.sessions[n]
+			s.mu.Unlock()
 		}
 	}
-	s.mu.Unlock()
 	if owner != nil {
 		owner.kernelEvent(ev)
 		return
 	}
-	uid := ev.UID
-	e := audit.Event{Type: audit.EgressDenied, PID: ev.PID, Comm: ev.Comm, UID: &uid, Reason: ev.Reason.String(), Message: ev.String()}
-	if ev.Audit {
-		e.Type = audit.EgressAudit
+	if name == "" || s.orphanAllowed(name) {
+		s.emit(audit.FromKernel(name, ev, nil))
 	}
-	if ev.Addr.IsValid() {
-		e.Dst, e.Port, e.Proto = ev.Addr.String(), ev.Port, loader.ProtoName(ev.Proto)
+}
+
+// orphanAllowed applies the rate limit of a session no daemon owns to its
+// next line, reporting what it suppressed. Lines without a session are not
+// limited: their cgroup is gone, and with it the flood.
+func (s *Server) orphanAllowed(name string) bool {
+	s.mu.Lock()
+	l := s.orphans[name]
+	if l == nil {
+		l = audit.NewLimiter()
+		s.orphans[name] = l
 	}
-	s.emit(e)
+	s.mu.Unlock()
+	ok, report := l.Allow(time.Now())
+	if report > 0 {
+		s.emit(audit.SuppressedEvent(name, report))
+	}
+	return ok
+}
+
+// sessionByID is the daemon's session whose cgroup has id, or nil.
+func (s *Server) sessionByID(id uint64) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.sessions {
+		if ss.s.ID() == id {
+			return ss
+		}
+	}
+	return nil
 }
 
 // drainEvents returns once every event already in the global ring buffer
@@ -301,6 +347,13 @@ func (s *Server) drainEvents() {
 	case <-s.flushed:
 	case <-time.After(time.Second):
 	case <-s.stop:
+	}
+}
+
+// logf writes a line to the daemon's log.
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		fmt.Fprintf(s.cfg.Log, "sluice daemon: "+format+"\n", args...)
 	}
 }
 

@@ -33,6 +33,9 @@ type session struct {
 	info      api.SessionInfo
 	requested *allowlist.Policy // what the client asked for; nil = the machine's
 	cmd       *exec.Cmd         // nil after a re-adoption
+	// proxyPort is the port the command's proxy variables name; after an
+	// adoption that could not serve it again, still the record's.
+	proxyPort uint16
 
 	mu      sync.Mutex
 	recent  []audit.Event
@@ -53,6 +56,7 @@ type record struct {
 	Audit     bool      `json:"audit,omitempty"`
 	DNSPort4  uint16    `json:"dns_port4"`
 	DNSPort6  uint16    `json:"dns_port6"`
+	ProxyPort uint16    `json:"proxy_port,omitempty"` // named by the command's *_PROXY variables; served there again after a restart
 	Parent    string    `json:"parent,omitempty"`
 }
 
@@ -60,7 +64,8 @@ func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDi
 
 func (ss *session) save() error {
 	p4, p6 := ss.s.DNSPorts()
-	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6, Parent: ss.info.Parent}
+	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6,
+		ProxyPort: ss.proxyPort, Parent: ss.info.Parent}
 	if len(ss.info.Argv) > 0 {
 		r.Argv0 = ss.info.Argv[0]
 	}
@@ -256,7 +261,7 @@ func (s *Server) adoptAll() {
 }
 
 func (s *Server) adopt(r record) error {
-	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(),
+	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(), proxyPort: r.ProxyPort,
 		info: api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)
@@ -266,7 +271,8 @@ func (s *Server) adopt(r record) error {
 		ss.requested = p
 	}
 	policy := intersect(ss.requested, s.machine.Load())
-	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss), SharedEvents: true,
+	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss),
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent, Port: r.ProxyPort}, SharedEvents: true,
 		UnixSockets: []string{s.cfg.SocketPath}}, r.DNSPort4, r.DNSPort6)
 	if err != nil {
 		return err
@@ -280,7 +286,14 @@ func (s *Server) adopt(r record) error {
 	s.mu.Unlock()
 	_ = ss.save()
 	go ss.waitCommand()
-	s.emit(audit.Event{Type: audit.SessionAdopted, Session: r.Name, Message: fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)})
+	msg := fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)
+	if err := es.ProxyError(); err != nil {
+		// The command's proxy variables cannot be changed: say why
+		// programs that use them now fail to connect.
+		msg += fmt.Sprintf("; its allowlist proxy could not be restarted (%v): programs that use HTTPS_PROXY, HTTP_PROXY or ALL_PROXY cannot connect", err)
+		s.logf("%s", msg)
+	}
+	s.emit(audit.Event{Type: audit.SessionAdopted, Session: r.Name, Message: msg})
 	return nil
 }
 

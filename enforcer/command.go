@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 // SessionEnv names the variable that tells a confined command which sluice
@@ -22,6 +24,94 @@ const SessionEnv = "SLUICE_SESSION"
 // like). The shim execs the command in place: same pid, same cgroup, same
 // credentials.
 const FamiliesShim = "__families"
+
+// Flags of FamiliesShim that turn sandbox layers off; without them the
+// shim puts the command in a Landlock domain scoped to its session
+// (sandbox.RestrictSelf), so a spec's zero value is the safe one.
+const (
+	// ShimShareProcesses leaves the command without the Landlock domain:
+	// it can trace and signal the user's processes outside the session.
+	ShimShareProcesses = "--share-processes"
+	// ShimAbstractUnix leaves abstract unix sockets outside the session
+	// reachable.
+	ShimAbstractUnix = "--abstract-unix"
+)
+
+// SandboxSpec is what a session's command may touch besides the network
+// (package sandbox). Its zero value is the default: every layer on, the
+// default hidden paths hidden.
+type SandboxSpec struct {
+	// ShareProcesses turns process isolation off: no Landlock domain and
+	// the host's /proc, so the command can see, trace and signal its
+	// user's processes outside the session.
+	ShareProcesses bool
+	// Hidden is what to hide; nil: sandbox.DefaultHiddenPaths.
+	Hidden *sandbox.Hidden
+	// Home is the directory "~/" means in hidden paths; empty: the home
+	// of User.UID.
+	Home string
+	// MountNamespaceOf is a pidfd of the process whose view of the file
+	// system the session's starts from (a daemon's caller); nil: the
+	// view of the process that starts the session.
+	MountNamespaceOf *os.File
+	// AbstractUnix leaves abstract unix sockets created outside the
+	// session reachable (for an allowlist that lists one; the datapath
+	// judges unix sockets too).
+	AbstractUnix bool
+	// OnHidden, if set, is told each path the session hides.
+	OnHidden func(path string)
+}
+
+// shimArgs is the command line of FamiliesShim that runs path with argv
+// under sb.
+func shimArgs(shim, path string, argv []string, sb SandboxSpec) []string {
+	args := []string{shim, FamiliesShim, "--path", path}
+	if sb.ShareProcesses {
+		args = append(args, ShimShareProcesses)
+	}
+	if sb.AbstractUnix {
+		args = append(args, ShimAbstractUnix)
+	}
+	return append(append(args, "--"), argv...)
+}
+
+// ShimOptions is what FamiliesShim's command line asks for.
+type ShimOptions struct {
+	Path           string
+	ShareProcesses bool
+	AbstractUnix   bool
+	Argv           []string
+}
+
+// ParseShimArgs parses FamiliesShim's arguments (after its name):
+// --path PATH, the flags above, "--", then the command line.
+func ParseShimArgs(args []string) (ShimOptions, error) {
+	var o ShimOptions
+	usage := errors.New("usage: " + FamiliesShim + " --path PATH [" + ShimShareProcesses + "] [" + ShimAbstractUnix + "] -- ARGV")
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--path":
+			if i+1 >= len(args) || o.Path != "" {
+				return ShimOptions{}, usage
+			}
+			i++
+			o.Path = args[i]
+		case ShimShareProcesses:
+			o.ShareProcesses = true
+		case ShimAbstractUnix:
+			o.AbstractUnix = true
+		case "--":
+			o.Argv = args[i+1:]
+			if o.Path == "" || len(o.Argv) == 0 {
+				return ShimOptions{}, usage
+			}
+			return o, nil
+		default:
+			return ShimOptions{}, usage
+		}
+	}
+	return ShimOptions{}, usage
+}
 
 // CommandSpec is what a caller asks for when it starts a session's
 // command: what runs, where, with which environment and descriptors, and
@@ -50,6 +140,9 @@ type CommandSpec struct {
 	Stdout, Stderr io.Writer
 	// User is whom the command runs as; uid 0 is refused when it starts.
 	User cgroups.SpawnOptions
+	// Sandbox is what the command may touch besides the network; the
+	// zero value is every layer on.
+	Sandbox SandboxSpec
 }
 
 // validate refuses a spec that cannot describe a command, before anything
@@ -84,7 +177,7 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 		env = append(env, proxyEnv...)
 	}
 	env = append(env, SessionEnv+"="+session)
-	args := append([]string{shim, FamiliesShim, "--path", c.Path, "--"}, c.Argv...)
+	args := shimArgs(shim, c.Path, c.Argv, c.Sandbox)
 	return &exec.Cmd{
 		Path:   shim,
 		Args:   args,

@@ -199,3 +199,37 @@ func lastValue(env []string, key string) string {
 	}
 	return v
 }
+
+func TestShimArgsRoundTrip(t *testing.T) {
+	for _, sb := range []SandboxSpec{{}, {ShareProcesses: true}, {AbstractUnix: true}, {ShareProcesses: true, AbstractUnix: true}} {
+		args := shimArgs(testShim, "/bin/sh", []string{"sh", "--", "-c"}, sb)
+		if args[0] != testShim || args[1] != FamiliesShim {
+			t.Fatalf("args %q", args)
+		}
+		o, err := ParseShimArgs(args[2:])
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if o.Path != "/bin/sh" || o.ShareProcesses != sb.ShareProcesses || o.AbstractUnix != sb.AbstractUnix || !slices.Equal(o.Argv, []string{"sh", "--", "-c"}) {
+			t.Errorf("%q parsed as %+v", args, o)
+		}
+	}
+	for _, bad := range [][]string{nil, {"--path"}, {"--path", "/x"}, {"--path", "/x", "--"}, {"--", "x"}, {"--path", "/x", "--bogus", "--", "x"}, {"--path", "/x", "--path", "/y", "--", "x"}} {
+		if _, err := ParseShimArgs(bad); err == nil {
+			t.Errorf("ParseShimArgs(%q) accepted", bad)
+		}
+	}
+}
+
+// The zero SandboxSpec is the safe one: the shim isolates unless told not
+// to, so a caller that forgets the field gets every layer.
+func TestBuildDefaultsToTheSandbox(t *testing.T) {
+	cmd, err := CommandSpec{Path: "/bin/true", Argv: []string{"true"}}.build(testShim, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ParseShimArgs(cmd.Args[2:])
+	if err != nil || o.ShareProcesses || o.AbstractUnix {
+		t.Errorf("default shim args %q: %+v %v", cmd.Args, o, err)
+	}
+}

@@ -118,6 +118,7 @@ type Session struct {
 	resolver  *dnsresolver.Resolver
 	proxy     *proxy.Proxy
 	proxyAddr netip.AddrPort
+	proxyErr  error // Adopt: why the proxy could not be restarted
 	adopted   bool
 	closed    bool
 	// registered: the session's entry is in the datapath (SetSession
@@ -233,7 +234,18 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err := s.allowUnixExtra(BuiltinUnixSockets(spec.User.UID, spec.Env)); err != nil {
 		return nil, err
 	}
-	return startCommand(sessionSpawner{s}, spec, self, s.Name(), s.ProxyEnv())
+	// Abstract unix sockets have one judge: the datapath where it judges
+	// unix sockets (so unix_sockets can list one, also after a reload),
+	// else the Landlock scope, which refuses every one created outside
+	// the session.
+	if s.e.dp.UnixJudging() == nil {
+		spec.Sandbox.AbstractUnix = true
+	}
+	prepare, err := spec.sandboxPrepare()
+	if err != nil {
+		return nil, err
+	}
+	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
 }
 
 // Spawn verifies that the datapath is in force on the session's cgroup and
@@ -242,7 +254,7 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 // exported for benchmarks that time the datapath alone; commands that
 // users run start through Start.
 func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
-	p := sessionSpawner{s}
+	p := sessionSpawner{s: s}
 	if err := p.Verify(); err != nil {
 		return fmt.Errorf("refusing to start the command: %w", err)
 	}
@@ -250,13 +262,17 @@ func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
 }
 
 // sessionSpawner is the real spawner: the pinned datapath and the
-// session's cgroup.
-type sessionSpawner struct{ s *Session }
+// session's cgroup; prepare, when set, builds the sandbox on the spawning
+// thread.
+type sessionSpawner struct {
+	s       *Session
+	prepare func() error
+}
 
 func (p sessionSpawner) Verify() error { return p.s.e.dp.Verify(p.s.cg.Path()) }
 
 func (p sessionSpawner) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
-	return p.s.cg.Start(cmd, user)
+	return p.s.cg.StartWith(cmd, user, p.prepare)
 }
 
 // ErrBadEvent marks a ring buffer record that could not be decoded; the

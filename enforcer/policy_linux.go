@@ -85,6 +85,12 @@ func (s *Session) DNSPorts() (v4, v6 uint16) { return s.cfg.DNSPort4, s.cfg.DNSP
 // Adopt takes over a session whose owner died (a daemon restarting after a
 // crash): its cgroup, datapath entries and event ring buffer stay as they
 // were, and a new resolver starts, on the old ports when they are free.
+// With opts.Proxy a new proxy starts on opts.Proxy.Port, the port the
+// command's environment names, and that port is registered as the
+// session's listener again. The command cannot be told another port, so
+// when that one is taken (or unknown) the session is adopted without a
+// proxy and ProxyError says why: it stays confined, and failing the
+// adoption would leave it without an owner.
 func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (*Session, error) {
 	lockPath := filepath.Join(e.cfg.sessionDir(), name+".lock")
 	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
@@ -128,6 +134,18 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 		if err := s.registerListeners(); err != nil {
 			s.lock.Close()
 			return nil, err
+		}
+	}
+	if opts.Proxy != nil {
+		if opts.Proxy.Port == 0 {
+			s.proxyErr = errors.New("its port is not on record")
+		} else if err := s.startProxy(opts); err != nil {
+			s.proxyErr = fmt.Errorf("port %d: %w", opts.Proxy.Port, err)
+			if s.proxy != nil {
+				_ = s.proxy.Close()
+				s.proxy = nil
+			}
+			s.proxyAddr = netip.AddrPort{}
 		}
 	}
 	return s, nil

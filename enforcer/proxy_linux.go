@@ -14,6 +14,10 @@ import (
 // HTTP_PROXY get host-name precision on top of the kernel's IP rules.
 type ProxyOptions struct {
 	OnEvent func(proxy.Event)
+	// Port is the loopback port to serve on; 0 lets the kernel choose.
+	// Adopt needs the port the session's command was told: its
+	// HTTPS_PROXY cannot be changed once it runs.
+	Port uint16
 }
 
 // startProxy serves the session's proxy on a kernel-chosen loopback port
@@ -37,7 +41,7 @@ func (s *Session) startProxy(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	l, err := proxy.ListenLoopback(context.Background())
+	l, err := proxy.ListenLoopbackOn(context.Background(), opts.Proxy.Port)
 	if err != nil {
 		return err
 	}
@@ -61,6 +65,13 @@ func (s *Session) registerListeners() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ProxyError says why the session has no proxy although one was asked
+// for: Adopt could not serve it again on the port the command's
+// environment names (another process took it while nobody served it).
+// The session is confined all the same; programs that use the proxy
+// variables fail to connect. nil when the proxy runs or none was asked for.
+func (s *Session) ProxyError() error { return s.proxyErr }
 
 // ProxyAddr is the session's proxy on loopback (invalid without one).
 func (s *Session) ProxyAddr() netip.AddrPort { return s.proxyAddr }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/audit"
-	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // runAudit is `sluice run --audit-log`: the session's denials, and its
@@ -63,13 +62,6 @@ func (a *runAudit) write(e audit.Event) {
 		}
 	}
 	a.log.Write(e)
-}
-
-// proxyEvent writes a refusal of the session's proxy.
-func (a *runAudit) proxyEvent(ev proxy.Event) {
-	if e, ok := audit.FromProxy("", ev); ok {
-		a.write(e)
-	}
 }
 
 // started writes session_started: the command's pid, the uid it runs as,

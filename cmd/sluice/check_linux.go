@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/userspace/landlock"
 )
 
@@ -86,6 +87,8 @@ func runChecks() []checkResult {
 		rs = append(rs, checkResult{name: "landlock", status: checkPass, detail: fmt.Sprintf("ABI version %d", abi)})
 	}
 
+	rs = append(rs, sandboxChecks()...)
+
 	// The modes `sluice run` can use here, strongest first.
 	bpfMode := "unavailable"
 	for _, r := range rs {
@@ -104,6 +107,21 @@ func runChecks() []checkResult {
 	}
 	rs = append(rs, checkResult{name: "mode landlock", status: modeStatus(llMode), detail: llMode})
 	rs = append(rs, checkResult{name: "mode proxy", status: checkPass, detail: "available (contains only programs that honour HTTP_PROXY)"})
+	return rs
+}
+
+// sandboxChecks are the sandbox's layers (package sandbox): what a
+// session's processes may touch besides the network. A missing layer is a
+// warning: the network enforcement still works without it.
+func sandboxChecks() []checkResult {
+	var rs []checkResult
+	for _, l := range sandbox.Check() {
+		st := checkPass
+		if l.Level != sandbox.Full {
+			st = checkWarn
+		}
+		rs = append(rs, checkResult{name: l.Name, status: st, detail: l.Detail, fix: l.Fix})
+	}
 	return rs
 }
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -59,6 +61,13 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the daemon needs root")
 	}
+	// Descriptors the daemon inherited (a shell's, a supervisor's) would
+	// reach every session's command: exec closes only descriptors opened
+	// close-on-exec, as Go opens its own. A socket handed to a confined
+	// agent is one the datapath never judges.
+	if err := closeInheritedOnExec(); err != nil {
+		return err
+	}
 	fc, err := loadFileConfig(o.config, cmd.Flags().Changed("config"))
 	if err != nil {
 		return err
@@ -85,6 +94,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		SessionGroup:  pick(o.sessionGroup, fc.Group, "sluice"),
 		AdminGroup:    pick(o.adminGroup, fc.AdminGroup, ""),
 		Version:       version,
+		Log:           cmd.ErrOrStderr(),
 		Enforcer:      ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,
 			MaxIPsPerName: o.dnsMaxIPs, Path: dnsPath},
@@ -111,4 +121,22 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	}()
 	fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: listening on %s, allowlist %s\n", cfg.SocketPath, cfg.AllowlistPath)
 	return srv.Serve(ctx)
+}
+
+// closeInheritedOnExec marks every descriptor from 3 on close-on-exec.
+func closeInheritedOnExec() error {
+	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return nil
+	}
+	// Kernels before 5.11 lack the flag: one by one.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= 3 {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/userspace/proxy"
 )
@@ -29,10 +28,7 @@ func userspaceResolver(o runOptions, policy *allowlist.Policy, rep *reporter, al
 		MaxTTL:        o.dnsTTLMax,
 		Grace:         o.dnsGrace,
 		MaxIPsPerName: o.dnsMaxIPs,
-		OnEvent: func(ev dnsresolver.Event) {
-			rep.ReportDNS(ev, func() string { return "" })
-			auditDNS(alog, ev)
-		},
+		OnEvent:       onDNSEvent(rep, alog, nil), // the proxy asked, no program
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--dns-upstream: %w", err)
@@ -46,12 +42,4 @@ func withResolver(cfg proxy.Config, r *dnsresolver.Resolver) proxy.Config {
 		cfg.Resolve = r.LookupNetIP
 	}
 	return cfg
-}
-
-// auditDNS writes a resolver event of a userspace session's proxy to the
-// audit log. No program asked: the proxy did, so there is no owner.
-func auditDNS(log *runAudit, ev dnsresolver.Event) {
-	if log.on() {
-		log.write(audit.FromDNS("", ev, ""))
-	}
 }

@@ -37,60 +37,18 @@ func newReporter(w io.Writer) *reporter {
 		suggest: newSuggestion()}
 }
 
-// Report accounts for one event and prints it unless rate-limited.
-// A denial the program falls back from by itself (loader.Event.FallsBack:
-// an MPTCP socket, which Go servers try first) is left to the audit log:
-// neither a line nor a count in the summary, which ask the user to act.
-func (r *reporter) Report(e loader.Event) {
-	if e.FallsBack() {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e.Audit {
-		r.audited++
-		r.auditDests[e.Destination()] = true
-	} else {
-		r.denied++
-		r.dests[e.Destination()] = true
-	}
-	// Only "not in the allowlist": an expired learned address belongs to
-	// a name the policy already has; sockets and options have no address.
-	switch {
-	case e.IsUnix():
-		r.suggest.addUnix(e.Unix)
-	case e.Reason == loader.ReasonNotAllowed:
-		r.suggest.addAddr(e.Addr)
-	}
-	r.print(e.String)
-}
-
-// ReportDNS accounts for a resolver event; who names the asking process
-// and is only called for lines that get printed (it reads /proc).
-func (r *reporter) ReportDNS(e dnsresolver.Event, who func() string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e.Kind == dnsresolver.EventRefused && !e.Audit {
-		r.dnsRefused++
-	}
-	switch {
-	case e.Kind == dnsresolver.EventRefused && e.Reason == dnsresolver.ReasonNotAllowed:
-		r.suggest.addName(e.Name)
-	case e.Kind == dnsresolver.EventRebinding:
-		r.suggest.addPrivate(e.Name)
-	}
-	r.print(func() string {
-		line := e.String()
-		if w := who(); w != "" {
-			line += " (asked by " + w + ")"
-		}
-		return line
-	})
-}
-
-// ReportDaemon accounts for an event streamed by the daemon.
-func (r *reporter) ReportDaemon(e audit.Event) {
-	if daemonFallsBack(e) {
+// Report accounts for one event of the session (docs/audit.md's model,
+// whoever produced it: the datapath, the session's resolver or proxy, or
+// the daemon's stream) and prints its line unless rate-limited. who names
+// the process that asked a DNS question when e.Comm does not; it reads
+// /proc, so it is called only for lines that get printed (nil: nobody to
+// name).
+//
+// A denial the program falls back from by itself (an MPTCP socket, which
+// Go servers try first) is left to the audit log: neither a line nor a
+// count in the summary, which ask the user to act.
+func (r *reporter) Report(e audit.Event, who func() string) {
+	if fallsBack(e) {
 		return
 	}
 	r.mu.Lock()
@@ -112,33 +70,81 @@ func (r *reporter) ReportDaemon(e audit.Event) {
 	}
 	r.suggest.addEvent(e)
 	r.print(func() string {
-		if e.Comm != "" && (e.Type == audit.DNSRefused || e.Type == audit.DNSAudit) {
-			return e.Message + " (asked by " + e.Comm + ")"
+		if !fromResolver(e) {
+			return e.Message
 		}
-		return e.Message
+		comm := e.Comm
+		if comm == "" && who != nil {
+			comm = who()
+		}
+		if comm == "" {
+			return e.Message
+		}
+		return e.Message + " (asked by " + comm + ")"
 	})
 }
 
-// daemonFallsBack is loader.Event.FallsBack for an event the daemon
-// converted: a refused socket whose protocol is MPTCP.
-func daemonFallsBack(e audit.Event) bool {
+// Note prints a line that reports no decision, such as the proxy failing
+// to reach an allowed host: the user needs it to understand a failure,
+// the audit log and the summary do not.
+func (r *reporter) Note(line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.print(func() string { return line })
+}
+
+// fallsBack is loader.Event.FallsBack in the audit model: a refused socket
+// whose protocol is MPTCP.
+func fallsBack(e audit.Event) bool {
 	return (e.Type == audit.EgressDenied || e.Type == audit.EgressAudit) &&
 		e.Reason == loader.ReasonSocketType.String() && e.Proto == "mptcp"
 }
 
-// ReportProxy accounts for an event of the session's proxy.
-func (r *reporter) ReportProxy(e proxy.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch e.Kind {
-	case proxy.EventRefused:
-		r.denied++
-		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
-		r.suggest.addProxy(e.Host, e.Reason)
-	case proxy.EventRebinding:
-		r.suggest.addPrivate(e.Host)
+// fromResolver reports whether e is a session resolver's event, whose
+// line names the asking process. A proxy's rebinding refusal shares its
+// type but has no asking process (no Comm, no who).
+func fromResolver(e audit.Event) bool {
+	switch e.Type {
+	case audit.DNSRefused, audit.DNSAudit, audit.Rebinding, audit.RebindingAudit,
+		audit.CapReached, audit.MapFull, audit.UpstreamFailed:
+		return true
 	}
-	r.print(func() string { return "proxy: " + e.String() })
+	return false
+}
+
+// onProxyEvent reports a session proxy's events: its refusals on the
+// terminal and in the --audit-log, its failures (which decide nothing) as
+// a note on the terminal.
+func onProxyEvent(rep *reporter, alog *runAudit) func(proxy.Event) {
+	return func(ev proxy.Event) {
+		e, ok := audit.FromProxy("", ev)
+		if !ok {
+			rep.Note("proxy: " + ev.String())
+			return
+		}
+		rep.Report(e, nil)
+		alog.write(e)
+	}
+}
+
+// onDNSEvent reports a session resolver's events on the terminal and in
+// the --audit-log. owner names the asking process (nil: the proxy asked,
+// no program); it reads /proc, so only for lines that are written.
+func onDNSEvent(rep *reporter, alog *runAudit, owner func(dnsresolver.Event) string) func(dnsresolver.Event) {
+	return func(ev dnsresolver.Event) {
+		e := audit.FromDNS("", ev, "")
+		var who func() string
+		if owner != nil {
+			who = func() string { return owner(ev) }
+		}
+		rep.Report(e, who)
+		if alog.on() {
+			if who != nil {
+				e.Comm = who()
+			}
+			alog.write(e)
+		}
+	}
 }
 
 // print writes one line unless the token bucket is empty. r.mu is held.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 // runOptions are the flags of `sluice run`. Their names are an interface
@@ -38,6 +40,10 @@ type runOptions struct {
 	loopbackPorts []uint
 	auditLog      string
 	suggest       string
+
+	showPaths      []string
+	shareProcesses bool
+	scrubEnv       bool
 }
 
 // Modes of `sluice run`, strongest first.
@@ -118,6 +124,9 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
+	f.StringArrayVar(&o.showPaths, "show-path", nil, "do not hide `PATH` (a hidden credential file or directory, or anything below one) for this run; absolute or ~/... (repeatable)")
+	f.BoolVar(&o.shareProcesses, "share-processes", false, "let the command see, trace and signal its user's processes outside the session (turns process isolation off)")
+	f.BoolVar(&o.scrubEnv, "scrub-env", false, "remove environment variables named like *_TOKEN, *_KEY, *_SECRET and *PASSWORD* from the command's environment")
 	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
 }
 
@@ -141,6 +150,11 @@ func (o runOptions) run(cmd *cobra.Command, argv []string) error {
 	if o.suggest != "" {
 		if st, err := os.Stat(filepath.Dir(o.suggest)); err != nil || !st.IsDir() {
 			return &exitError{code: exitSluiceError, err: fmt.Errorf("%s: no such directory to write the allowlist in", o.suggest)}
+		}
+	}
+	for _, p := range o.showPaths {
+		if err := allowlist.CheckHiddenPath(p); err != nil {
+			return &exitError{code: exitSluiceError, err: fmt.Errorf("--show-path: %w", err)}
 		}
 	}
 	if o.pidsMax < 0 {
@@ -180,4 +194,19 @@ func writeSuggestion(o runOptions, rep *reporter, base *allowlist.Policy, stderr
 		fmt.Fprintf(stderr, "sluice: %v\n", werr)
 	}
 	return err
+}
+
+// commandEnv is the command's environment before sluice's additions: this
+// process's, without secret-looking variables under --scrub-env (the
+// names removed are told on stderr, so a failing command is explained).
+func (o runOptions) commandEnv(stderr io.Writer) []string {
+	env := os.Environ()
+	if !o.scrubEnv {
+		return env
+	}
+	kept, removed := sandbox.ScrubEnv(env)
+	if len(removed) > 0 {
+		fmt.Fprintf(stderr, "sluice: --scrub-env removed %s\n", strings.Join(removed, ", "))
+	}
+	return kept
 }

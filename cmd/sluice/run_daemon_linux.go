@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 // runViaDaemon runs the command in a session of the running daemon, which
@@ -27,7 +28,8 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 	if len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") {
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
-	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: os.Environ(), NoProxyEnv: o.noProxyEnv}
+	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
+		ShowPaths: o.showPaths, ShareProcesses: o.shareProcesses}
 	// --allow entries as strings; the file as it is, so allow_private and
 	// owners survive (the daemon parses it, and policy already did here).
 	_ = policy
@@ -80,16 +82,19 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
 		func(s api.SessionInfo) {
 			name.Store(s.Name)
+			if len(s.Hidden) > 0 {
+				fmt.Fprintln(stderr, hiddenNotice(s.Hidden))
+			}
 			if !askedFor {
 				if p, err := allowlist.FromStrings(s.Policy); err == nil {
 					base = p
 				}
 			}
 			alog.session = s.Name
-			alog.started(s.PID, s.UID, path, s.Policy, argv[0])
+			alog.started(s.PID, s.UID, path, s.Policy, argv[0]+sandbox.StartedNote(s.Hidden))
 		},
 		func(e audit.Event) {
-			rep.ReportDaemon(e)
+			rep.Report(e, nil)
 			alog.write(e)
 		})
 	if err != nil {

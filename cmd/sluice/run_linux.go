@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -18,8 +19,8 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/userspace/landlock"
-	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // runConfined is the embedded enforcer: it sets up a session, runs the
@@ -106,19 +107,11 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	dns := &enforcer.DNSOptions{
 		Path:      dnsPath,
 		Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs,
-		OnEvent: func(ev dnsresolver.Event) {
-			rep.ReportDNS(ev, func() string { return owner(ev) })
-			if alog.on() {
-				alog.write(audit.FromDNS("", ev, owner(ev)))
-			}
-		},
+		OnEvent: onDNSEvent(rep, alog, owner),
 	}
 	var prox *enforcer.ProxyOptions
 	if !o.noProxyEnv {
-		prox = &enforcer.ProxyOptions{OnEvent: func(ev proxy.Event) {
-			rep.ReportProxy(ev)
-			alog.proxyEvent(ev)
-		}}
+		prox = &enforcer.ProxyOptions{OnEvent: onProxyEvent(rep, alog)}
 	}
 	s, err := e.NewSession(enforcer.Options{Policy: policy, Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, DNS: dns, Proxy: prox,
 		UnixSockets: []string{api.SocketPath(socketFlag)}})
@@ -147,7 +140,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			if err != nil {
 				return // flushed and drained, or closed
 			}
-			rep.Report(ev)
+			rep.Report(audit.FromKernelBrief(s.Name(), ev), nil)
 			if alog.on() {
 				var learnedFrom func(netip.Addr) []string
 				if r := s.Resolver(); r != nil {
@@ -158,8 +151,15 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		}
 	})
 
-	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: os.Environ(),
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, User: spawn}
+	hidden, err := sandbox.HiddenPaths(nil, policy.HiddenPaths(), o.showPaths)
+	if err != nil {
+		return fail(err)
+	}
+	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: o.commandEnv(stderr),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, User: spawn,
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden}}
+	var hid []string // filled on the spawning thread, before Start returns
+	spec.Sandbox.OnHidden = func(p string) { hid = append(hid, p) }
 	started := false
 	waitErr := supervise(func() (*exec.Cmd, error) {
 		c, err := s.Start(spec)
@@ -171,11 +171,14 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			return nil, &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
 		}
 		started = true
+		if len(hid) > 0 {
+			fmt.Fprintln(stderr, hiddenNotice(hid))
+		}
 		var entries []string
 		for _, en := range s.Policy().Entries() {
 			entries = append(entries, en.String())
 		}
-		alog.started(c.Process.Pid, spawn.UID, path, entries, argv[0])
+		alog.started(c.Process.Pid, spawn.UID, path, entries, argv[0]+sandbox.StartedNote(hid))
 		return c, nil
 	})
 	if !started {
@@ -214,4 +217,18 @@ func targetUser(spec string) (cgroups.SpawnOptions, error) {
 		return cgroups.SpawnOptions{}, errors.New("--user: sluice never runs the command as root: a root process could move itself out of the session's cgroup")
 	}
 	return opts, nil
+}
+
+// hiddenNotice is the line that names what the sandbox hid, so that an
+// empty credential file is not a mystery.
+func hiddenNotice(hid []string) string {
+	shown := hid
+	if len(shown) > 4 {
+		shown = shown[:4]
+	}
+	more := ""
+	if len(hid) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(hid)-len(shown))
+	}
+	return fmt.Sprintf("sluice: sandbox: hidden (empty, read-only): %s%s (--show-path PATH to see one)", strings.Join(shown, ", "), more)
 }

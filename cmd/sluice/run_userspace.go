@@ -43,10 +43,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if res != nil {
 		defer res.Close()
 	}
-	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: func(ev proxy.Event) {
-		rep.ReportProxy(ev)
-		audit.proxyEvent(ev)
-	}}, res))
+	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: onProxyEvent(rep, audit)}, res))
 	if err != nil {
 		return fail(err)
 	}
@@ -73,7 +70,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		fmt.Fprintf(stderr, "sluice: mode %s%s: outbound TCP only through the allowlist proxy at %s\n", label, note, addr)
 	}
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	c.Env = os.Environ()
+	c.Env = o.commandEnv(cmd.ErrOrStderr())
 	if !o.noProxyEnv {
 		c.Env = append(c.Env, proxy.Env(addr)...)
 	} else if label != modeProxy {

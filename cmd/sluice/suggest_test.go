@@ -39,24 +39,24 @@ func TestSuggestion(t *testing.T) {
 	r.suggest.search = nil // not this machine's resolv.conf
 	// Kernel: an address dialled without a name; an expired learned one,
 	// a refused socket and loopback suggest nothing.
-	r.Report(loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("203.0.113.7"), Port: 443, Proto: 6})
-	r.Report(loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("::ffff:203.0.113.8"), Port: 443, Proto: 6})
-	r.Report(loader.Event{Reason: loader.ReasonExpired, Addr: netip.MustParseAddr("203.0.113.9"), Port: 443, Proto: 6})
-	r.Report(loader.Event{Reason: loader.ReasonSocketType})
-	r.Report(loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("198.51.100.9"), Port: 80, Proto: 6, Audit: true})
+	r.Report(audit.FromKernelBrief("", loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("203.0.113.7"), Port: 443, Proto: 6}), nil)
+	r.Report(audit.FromKernelBrief("", loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("::ffff:203.0.113.8"), Port: 443, Proto: 6}), nil)
+	r.Report(audit.FromKernelBrief("", loader.Event{Reason: loader.ReasonExpired, Addr: netip.MustParseAddr("203.0.113.9"), Port: 443, Proto: 6}), nil)
+	r.Report(audit.FromKernelBrief("", loader.Event{Reason: loader.ReasonSocketType}), nil)
+	r.Report(audit.FromKernelBrief("", loader.Event{Reason: loader.ReasonNotAllowed, Addr: netip.MustParseAddr("198.51.100.9"), Port: 80, Proto: 6, Audit: true}), nil)
 	// DNS: a refused name (twice, in another case), a reverse lookup, an
 	// invalid name, one already allowed by the wildcard, and rebinding.
-	who := func() string { return "" }
-	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "registry.npmjs.org", Reason: dnsresolver.ReasonNotAllowed}, who)
-	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Audit: true, Name: "Registry.NPMJS.org.", Reason: dnsresolver.ReasonNotAllowed}, who)
-	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "7.113.0.203.in-addr.arpa", Reason: "reverse lookups are answered only for addresses this session learned"}, who)
-	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "bad_name!", Reason: dnsresolver.ReasonNotAllowed}, who)
-	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "img.cdn.example", Reason: dnsresolver.ReasonNotAllowed}, who)
-	r.ReportDNS(dnsresolver.Event{Kind: dnsresolver.EventRebinding, Name: "api.example.com", Addr: netip.MustParseAddr("10.0.0.1")}, who)
+	r.Report(audit.FromDNS("", dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "registry.npmjs.org", Reason: dnsresolver.ReasonNotAllowed}, ""), nil)
+	r.Report(audit.FromDNS("", dnsresolver.Event{Kind: dnsresolver.EventRefused, Audit: true, Name: "Registry.NPMJS.org.", Reason: dnsresolver.ReasonNotAllowed}, ""), nil)
+	r.Report(audit.FromDNS("", dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "7.113.0.203.in-addr.arpa", Reason: "reverse lookups are answered only for addresses this session learned"}, ""), nil)
+	r.Report(audit.FromDNS("", dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "bad_name!", Reason: dnsresolver.ReasonNotAllowed}, ""), nil)
+	r.Report(audit.FromDNS("", dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "img.cdn.example", Reason: dnsresolver.ReasonNotAllowed}, ""), nil)
+	r.Report(audit.FromDNS("", dnsresolver.Event{Kind: dnsresolver.EventRebinding, Name: "api.example.com", Addr: netip.MustParseAddr("10.0.0.1")}, ""), nil)
 	// Proxy: a name, an IP literal, a rebinding refusal.
-	r.ReportProxy(proxy.Event{Kind: proxy.EventRefused, Host: "github.com", Port: 443, Reason: "github.com is not in the allowlist"})
-	r.ReportProxy(proxy.Event{Kind: proxy.EventRefused, Host: "2001:db8::5", Port: 443, Reason: "no entry covers it"})
-	r.ReportProxy(proxy.Event{Kind: proxy.EventRefused, Host: "api.example.com", Port: 443, Reason: "api.example.com resolves only to addresses sluice refuses: 10.0.0.2 (DNS rebinding protection; ...)"})
+	proxyEvent := onProxyEvent(r, &runAudit{})
+	proxyEvent(proxy.Event{Kind: proxy.EventRefused, Host: "github.com", Port: 443, Reason: "github.com is not in the allowlist"})
+	proxyEvent(proxy.Event{Kind: proxy.EventRefused, Host: "2001:db8::5", Port: 443, Reason: "no entry covers it"})
+	proxyEvent(proxy.Event{Kind: proxy.EventRefused, Host: "api.example.com", Port: 443, Reason: "api.example.com resolves only to addresses sluice refuses: 10.0.0.2 (DNS rebinding protection; ...)"})
 
 	file := filepath.Join(t.TempDir(), "suggested.json")
 	if err := r.suggest.write(file, base, &out); err != nil {
@@ -243,11 +243,11 @@ func TestSuggestionUnixSockets(t *testing.T) {
 	var out bytes.Buffer
 	r := newReporter(&out)
 	r.suggest.search = nil
-	r.Report(loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "/var/run/docker.sock", Audit: true})
-	r.Report(loader.Event{Hook: loader.HookUnixSend, Reason: loader.ReasonNotAllowed, Unix: "@relay"})
-	r.Report(loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "/run/user/1000/pulse/native"})
-	r.Report(loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "relative.sock"})
-	r.ReportDaemon(daemonEvent("unix:/run/containerd/containerd.sock", "unix"))
+	r.Report(audit.FromKernelBrief("", loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "/var/run/docker.sock", Audit: true}), nil)
+	r.Report(audit.FromKernelBrief("", loader.Event{Hook: loader.HookUnixSend, Reason: loader.ReasonNotAllowed, Unix: "@relay"}), nil)
+	r.Report(audit.FromKernelBrief("", loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "/run/user/1000/pulse/native"}), nil)
+	r.Report(audit.FromKernelBrief("", loader.Event{Hook: loader.HookUnixConnect, Reason: loader.ReasonNotAllowed, Unix: "relative.sock"}), nil)
+	r.Report(daemonEvent("unix:/run/containerd/containerd.sock", "unix"), nil)
 	file := filepath.Join(t.TempDir(), "suggested.json")
 	if err := r.suggest.write(file, base, &out); err != nil {
 		t.Fatal(err)

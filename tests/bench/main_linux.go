@@ -61,7 +61,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 480*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", or \"kdns\" (the kernel DNS path against the resolver path, in sessions)")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), or \"kdns\" (the kernel DNS path against the resolver path, in sessions)")
 	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
 	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
 	flag.DurationVar(&o.kdnsDur, "kdns-dur", 1500*time.Millisecond, "measured time of each case of the kernel DNS path benchmark (shorter cases, more rounds: finer alternation on a busy machine)")
@@ -77,10 +77,10 @@ func main() {
 }
 
 func run(o options) int {
-	dnsOnly, daemonOnly, proxyOnly := o.only == "dns", o.only == "daemon", o.only == "proxy"
+	dnsOnly, daemonOnly, proxyOnly, runOnly := o.only == "dns", o.only == "daemon", o.only == "proxy", o.only == "run"
 	kdnsOnly := o.only == "kdns"
-	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !kdnsOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\" and \"kdns\"\n", o.only)
+	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\" and \"kdns\"\n", o.only)
 		return 2
 	}
 	if err := o.proxyOpts.validate(); (o.proxy || proxyOnly) && err != nil {
@@ -147,6 +147,8 @@ func run(o options) int {
 		measure = benchDaemonOnly
 	case proxyOnly:
 		measure = benchProxyOnly
+	case runOnly:
+		measure = benchRunOnly
 	case kdnsOnly:
 		measure = benchKDNSOnly
 	}
@@ -435,4 +437,40 @@ func machineSummary(sluice string) string {
 		version = strings.TrimSpace(strings.TrimPrefix(string(out), "sluice "))
 	}
 	return fmt.Sprintf("machine: %s, %d CPUs (%s), %s, sluice %s", kernel, runtime.NumCPU(), model, runtime.Version(), version)
+}
+
+// benchRunOnly measures just the `sluice run -- true` rows (embedded, on a
+// fresh instance): what a session, sandbox included, adds to a command.
+func benchRunOnly(ctx context.Context, o options) (missed bool, err error) {
+	sluice, err := sluiceBinary(o.sluice)
+	if err != nil {
+		return false, err
+	}
+	if err := os.Setenv(enforcer.InstanceEnv, o.instance); err != nil {
+		return false, err
+	}
+	cfg, err := enforcer.ConfigFromEnv()
+	if err != nil {
+		return false, fmt.Errorf("-instance: %w", err)
+	}
+	if err := enforcer.Cleanup(cfg); err != nil {
+		return false, fmt.Errorf("remove leftovers of instance %s: %w", o.instance, err)
+	}
+	defer func() {
+		if cerr := enforcer.Cleanup(cfg); cerr != nil {
+			fmt.Fprintf(os.Stderr, "bench: cleaning up instance %s: %v\n", o.instance, cerr)
+		}
+	}()
+	loadBefore := loadAverage()
+	rt, err := benchRunTrue(ctx, sluice, o.rounds, time.Now().Add(o.budget), true, "")
+	if err != nil {
+		return false, fmt.Errorf("sluice run -- true: %w", err)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "%s; load average %s at start, %s at end\n\n", machineSummary(sluice), loadBefore, loadAverage())
+	writeTable(w, []tableRow{addedRow("`sluice run -- true` vs `true`, wall", &rt.wall, maxRunAdded)})
+	fmt.Fprintf(w, "\n`sluice run -- true`: first run on a fresh instance %s; CPU time of a run, median: user %s, system %s.\n",
+		fmtNS(float64(rt.cold)), fmtNS(median(rt.user)), fmtNS(median(rt.sys)))
+	return median(rt.wall.added()) >= float64(maxRunAdded), nil
 }

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,6 +70,14 @@ type fixture struct {
 	port     uint16   // TCP server on AllowedV4
 	denied   uint16   // TCP server on DeniedV4
 	extra    []string // more daemon flags
+	// mountSetup, if set, is a shell script run in a private mount
+	// namespace that the daemon then runs in (as under systemd, whose
+	// unit gives it one of its own).
+	mountSetup string
+	// log collects the output of every daemon the fixture started.
+	log *lockedBuffer
+	// inherit are descriptors the next daemon inherits (from fd 3 on).
+	inherit []*os.File
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
@@ -77,10 +86,16 @@ func newFixture(t *testing.T, allowed ...string) *fixture {
 
 // newFixtureFlags is newFixture with more daemon flags (later flags win).
 func newFixtureFlags(t *testing.T, flags []string, allowed ...string) *fixture {
+	return newFixtureMount(t, flags, "", allowed...)
+}
+
+// newFixtureMount is newFixtureFlags with the daemon in a mount namespace
+// of its own, set up by the shell script mountSetup (see fixture).
+func newFixtureMount(t *testing.T, flags []string, mountSetup string, allowed ...string) *fixture {
 	w := world.New(t)
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), extra: flags}
+	f := &fixture{w: w, instance: "sluice-d2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), extra: flags, mountSetup: mountSetup}
 	_ = os.Chmod(filepath.Dir(f.dir), 0o755)
 	_ = os.Chmod(f.dir, 0o777)
 	f.sock = filepath.Join(f.dir, "sluice.sock")
@@ -141,9 +156,18 @@ func (f *fixture) startDaemon(t *testing.T) {
 		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, dnsPathFlags()...)
 	args = append(args, f.extra...)
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
+	if f.mountSetup != "" {
+		// unshare and sh exec, so the pid is still the daemon's.
+		c = f.w.ClientCmd(context.Background(), "unshare", append([]string{"--mount", "--propagation", "private",
+			"sh", "-c", f.mountSetup + "\nexec \"$@\"", "sh", sluiceBin}, args...)...)
+	}
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
-	var errb bytes.Buffer
-	c.Stdout, c.Stderr = &errb, &errb
+	c.ExtraFiles = f.inherit
+	if f.log == nil {
+		f.log = &lockedBuffer{}
+	}
+	errb := f.log
+	c.Stdout, c.Stderr = errb, errb
 	if err := c.Start(); err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
@@ -303,4 +327,23 @@ func (f *fixture) kernelDNS() bool {
 		}
 	}
 	return path == "kernel"
+}
+
+// lockedBuffer is a bytes.Buffer that a daemon's output copier and a test
+// may use at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

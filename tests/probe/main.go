@@ -58,6 +58,13 @@
 //	unix-dgram PATH|@NAME       sendto on an unconnected datagram unix socket
 //	tcp-self                    listen on 127.0.0.1 (kernel-chosen port), connect to it, read
 //	                            the greeting the listener sends
+//	hold OUTFILE                open an unconnected UDP and TCP socket, write "PID UDPFD TCPFD"
+//	                            to OUTFILE, wait until the deadline (the victim of the next four)
+//	getfd PID FD tcp|udp ADDR PORT  pidfd_getfd FD from PID, then connect / sendto with it
+//	vm-write PID HEXADDR        process_vm_readv one byte of PID and process_vm_writev it back
+//	mem-write PID HEXADDR       the same through /proc/PID/mem
+//	signal PID                  kill(PID, SIGCONT)
+//	ptrace-inject PID ADDR PORT attach to PID and make it socket()+sendto() a datagram (amd64)
 //
 // ADDR may be an IPv4, IPv6 or IPv4-mapped IPv6 address; an IPv4-mapped
 // address is used through an AF_INET6 socket, which is how such a destination
@@ -127,6 +134,12 @@ func init() {
 		"unix":          {"PATH|@NAME", 1, runUnix},
 		"unix-dgram":    {"PATH|@NAME", 1, runUnixDgram},
 		"tcp-self":      {"", 0, runTCPSelf},
+		"hold":          {"OUTFILE", 1, runHold},
+		"getfd":         {"PID FD tcp|udp ADDR PORT", 5, runGetfd},
+		"vm-write":      {"PID HEXADDR", 2, runVMWrite},
+		"mem-write":     {"PID HEXADDR", 2, runMemWrite},
+		"signal":        {"PID", 1, runSignal},
+		"ptrace-inject": {"PID ADDR PORT", 3, runPtraceInject},
 	}
 }
 

@@ -408,9 +408,14 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 // Accepted connections get no TCP keep-alive: the proxy's clients are on
 // this machine, where a vanished peer cannot go unnoticed by the kernel,
 // and the default keep-alive costs four setsockopt calls per connection.
-func ListenLoopback(ctx context.Context) (net.Listener, error) {
+func ListenLoopback(ctx context.Context) (net.Listener, error) { return ListenLoopbackOn(ctx, 0) }
+
+// ListenLoopbackOn is ListenLoopback on a given port (0: kernel-chosen).
+// A proxy restarted for programs that were told its address (HTTPS_PROXY
+// cannot be changed in a running process) must come back on that port.
+func ListenLoopbackOn(ctx context.Context, port uint16) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1}
-	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	l, err := lc.Listen(ctx, "tcp", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port).String())
 	if err != nil {
 		return nil, fmt.Errorf("proxy: listen on loopback: %w", err)
 	}

@@ -1,0 +1,15 @@
+package daemon
+
+import "net/http"
+
+// mayShareProcesses is the rule for share_processes, which turns a
+// session's process isolation off: a confined caller may not ask for it.
+// The new session's command is the daemon's child, outside the caller's
+// Landlock domain, so it would reach the user's processes that the
+// caller's own session keeps out of reach.
+func mayShareProcesses(c caller, requested bool) error {
+	if requested && c.confined {
+		return fail(http.StatusForbidden, "share_processes: a confined caller may not turn process isolation off")
+	}
+	return nil
+}

@@ -1,0 +1,32 @@
+package enforcer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/sandbox"
+)
+
+// sandboxPrepare returns the step that builds c's sandbox on the spawning
+// thread (sandbox.Enter), after checking what the shim will need: a
+// command that asks for process isolation on a kernel without Landlock is
+// refused here rather than left to fail in the shim, and never downgraded
+// silently.
+func (c CommandSpec) sandboxPrepare() (func() error, error) {
+	sb := c.Sandbox
+	if !sb.ShareProcesses && sandbox.LandlockABI() < 1 {
+		return nil, errors.New("process isolation needs Landlock (Linux 5.13 with landlock in the lsm= list), which this kernel does not offer: without it the command could trace and read its user's other processes; pass --share-processes to run it anyway")
+	}
+	hidden := sandbox.Hidden{Patterns: sandbox.DefaultHiddenPaths}
+	if sb.Hidden != nil {
+		hidden = *sb.Hidden
+	}
+	spec := sandbox.Spec{Processes: !sb.ShareProcesses, Hidden: hidden, Home: sb.Home, UID: c.User.UID}
+	from, onHidden := sb.MountNamespaceOf, sb.OnHidden
+	return func() error {
+		if err := sandbox.Enter(spec, from, onHidden); err != nil {
+			return fmt.Errorf("build the session's sandbox: %w", err)
+		}
+		return nil
+	}, nil
+}

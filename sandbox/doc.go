@@ -1,0 +1,80 @@
+// Package sandbox decides what a session's processes may touch besides the
+// network: other processes of the same user, and credential files. The
+// datapath judges a session's own sockets; an agent that wants out can ask
+// another process to do the work instead (take a socket with pidfd_getfd,
+// inject code with ptrace, process_vm_writev or /proc/PID/mem), or read a
+// token and send it to a host it may reach. Every session's command is
+// started by the one command builder in enforcer, which applies this
+// package; sessions are sandboxed by default.
+//
+// # Process isolation: a Landlock domain and a private /proc
+//
+// The shim that execs the command (sluice __families) first puts itself in
+// a Landlock domain that handles no file or network access (RestrictSelf).
+// Any Landlock domain confines ptrace-class access to processes in the same
+// domain or below it: ptrace, pidfd_getfd, process_vm_readv/writev, kcmp,
+// perf_event_open on another pid, and /proc/PID/{mem,environ,fd,root,...}
+// all pass through ptrace_may_access, where Landlock refuses a target
+// outside the domain (EPERM/EACCES). ABI 6 (Linux 6.12) adds scopes:
+// signals (kill, tgkill, pidfd_send_signal, SIGIO) and abstract unix
+// sockets reach only the domain; the command builder (enforcer) asks for the
+// abstract-socket scope only where the datapath cannot judge unix sockets
+// (before Linux 6.7), since there the datapath is the one judge and
+// unix_sockets may list an abstract name. Everything the session starts inherits
+// the domain, so gdb, strace, kill and job control work among the
+// session's processes and nowhere else.
+//
+// Visibility comes from the mount namespace Enter builds on the spawning
+// thread before the command is cloned: /proc there is a new proc instance
+// mounted hidepid=invisible, which lists only processes the reader may
+// trace (ptrace_may_access with PTRACE_MODE_READ), so `ps` in a session
+// shows the session.
+//
+// Why not a PID namespace, the suggestion in issue 9: it would need an
+// init process in every session (pid 1 ignores signals it has no handler
+// for, and must reap orphans), so sluice's shim would have to stay resident
+// as init, forward every signal, keep the terminal's foreground process
+// group and job control right across itself, and translate a death by
+// signal into an exit status; and /proc for a new PID namespace can only be
+// mounted from inside it, so root code would have to run in the session
+// before dropping to the user. The Landlock domain gives the same refusals
+// with the command exec'd in place (same pid, its exit status and signals
+// pass through untouched) and no resident process. What a PID namespace
+// would add is left open (docs/design.md): pid numbers of outside processes
+// (a pid is still probeable with kill(pid, 0), which answers EPERM instead
+// of ESRCH), and the few same-uid calls that take a pid without a ptrace
+// check (setpriority, sched_setaffinity, ioprio_set, prlimit on another
+// process): they can slow a process down, not take its sockets or memory.
+//
+// Without Landlock (a kernel before 5.13 or without landlock in lsm=) the
+// command builder refuses to start a session with process isolation, and
+// says how to opt out; before ABI 6 the shim notes which scopes are missing.
+//
+// # Hidden paths
+//
+// In the same mount namespace, every existing path the hidden-path globs
+// match (DefaultHiddenPaths, the allowlist file's "hidden_paths", minus
+// --show-path) is covered by a read-only, empty file or directory from a
+// small tmpfs: reads give nothing, writes fail with EROFS. Paths are
+// resolved once, with symlinks followed (the secret is where a link points),
+// into O_PATH descriptors, and the cover is moved onto the descriptor
+// (open_tree + move_mount), so nothing is resolved twice. The namespace's
+// mounts are slaves of the original: mounts made later on the host still
+// appear, the session's never leave it. The command cannot undo the covers:
+// it has no capabilities, and in a user namespace of its own the covers are
+// locked to what they hide (the kernel's MNT_LOCKED).
+//
+// A daemon builds the namespace from its caller's view: Enter first joins
+// the caller's mount namespace through the pidfd taken when it connected
+// (which pid reuse cannot redirect), so the session sees the caller's file
+// system, not the daemon's service sandbox, and looks up the user's home in
+// it.
+//
+// # Environment
+//
+// ScrubEnv removes variables named like secrets. It is off by default
+// (--scrub-env): an agent usually needs its own API key, which is named
+// exactly like the secrets it would remove (ANTHROPIC_API_KEY,
+// OPENAI_API_KEY), so on by default it would break the programs sluice is
+// for, while hiding files breaks nothing they need.
+package sandbox

@@ -1,0 +1,288 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// staging is where Enter briefly mounts the tmpfs that holds the empty file
+// and directory laid over hidden paths. /proc is used because it is the
+// one directory every mount namespace has and that is covered again
+// (by the private /proc, or by uncovering the host's) before the command
+// runs.
+const staging = "/proc"
+
+// Enter gives the calling thread a mount namespace of its own, set up for
+// spec: a copy of from's (a pidfd; nil: the calling thread's), with
+// every mount a slave of the original (host mounts keep arriving, the
+// session's never leave), the hidden paths covered by an empty read-only
+// file or directory, and, with spec.Processes, a private /proc mounted
+// hidepid=invisible. A child the thread then clones is born in it.
+//
+// Enter changes per-thread state it cannot undo: call it only on a locked
+// OS thread that is thrown away afterwards (cgroups.Session.StartWith does
+// this), as root. It reports each path it hid to hid, when not nil.
+func Enter(spec Spec, from *os.File, hid func(path string)) error {
+	// setns(CLONE_NEWNS) and unshare(CLONE_NEWNS) need a thread that does
+	// not share its root and working directory with the runtime's others.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("sandbox: unshare(CLONE_FS): %w", err)
+	}
+	// The working directory a child inherits is re-entered by path once
+	// the mounts are made: kept as it is, it could sit inside a hidden
+	// directory and keep its contents reachable. (With from, the caller
+	// names the directory: the thread's own means nothing there.)
+	cwd := ""
+	if from == nil {
+		var err error
+		if cwd, err = unix.Getwd(); err != nil {
+			return fmt.Errorf("sandbox: working directory: %w", err)
+		}
+	}
+	if from != nil {
+		if err := setnsMount(from); err != nil {
+			return err
+		}
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("sandbox: new mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("sandbox: make the session's mounts slaves: %w", err)
+	}
+	home := spec.Home
+	if home == "" {
+		home = homeOf(spec.UID)
+	}
+	globs, shown := spec.Hidden.Expand(home)
+	if len(globs) > 0 {
+		if err := hide(globs, shown, hid); err != nil {
+			return err
+		}
+	}
+	if spec.Processes {
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
+			return fmt.Errorf("sandbox: mount the session's /proc: %w", err)
+		}
+	}
+	if cwd != "" {
+		if err := unix.Chdir(cwd); err != nil {
+			return fmt.Errorf("sandbox: re-enter the working directory %s: %w", cwd, err)
+		}
+	}
+	return nil
+}
+
+// homeOf is uid's home directory, or "" for a uid without an account.
+// It reads the account database of the calling thread's mount namespace.
+func homeOf(uid uint32) string {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
+// pidfdGetMntNamespace is PIDFD_GET_MNT_NAMESPACE, _IO(0xFF, 3) (Linux
+// 6.11); NS_GET_USERNS, _IO(0xb7, 1), lends it the architecture's _IOC_NONE
+// bits.
+const pidfdGetMntNamespace = (unix.NS_GET_USERNS &^ 0xffff) | 0xff03
+
+// setnsMount joins the mount namespace of the process pidfd refers to, but
+// only one that belongs to this process's user namespace. A mount namespace
+// of another user namespace (unshare -rm, a rootless container) holds mounts
+// its unprivileged owner made: over the sluice binary the session's shim is
+// run from, or over /etc/nsswitch.conf, whose modules root would load here
+// to find the user's home. Those are refused.
+func setnsMount(pidfd *os.File) error {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("sandbox: caller's pidfd: %w", err)
+	}
+	var ns int
+	var nerr error
+	if err := rc.Control(func(fd uintptr) { ns, nerr = callerMountNS(int(fd)) }); err != nil {
+		return fmt.Errorf("sandbox: caller's pidfd: %w", err)
+	}
+	if nerr != nil {
+		return nerr
+	}
+	defer unix.Close(ns)
+	owner, err := unix.IoctlRetInt(ns, unix.NS_GET_USERNS)
+	if err != nil {
+		return fmt.Errorf("sandbox: the user namespace of the caller's mount namespace: %w", err)
+	}
+	var theirs, mine unix.Stat_t
+	err = unix.Fstat(owner, &theirs)
+	unix.Close(owner)
+	if err != nil {
+		return fmt.Errorf("sandbox: the user namespace of the caller's mount namespace: %w", err)
+	}
+	if err := unix.Stat("/proc/thread-self/ns/user", &mine); err != nil {
+		return fmt.Errorf("sandbox: this process's user namespace: %w", err)
+	}
+	if theirs.Dev != mine.Dev || theirs.Ino != mine.Ino {
+		return fmt.Errorf("sandbox: the caller's mount namespace belongs to another user namespace (unshare -r, a rootless container): its mounts are the caller's own, and a session is not built from them; call from a mount namespace root made")
+	}
+	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("sandbox: enter the caller's mount namespace: %w (it takes CAP_SYS_ADMIN and CAP_SYS_CHROOT: a systemd unit's CapabilityBoundingSet= must keep both)", err)
+		}
+		return fmt.Errorf("sandbox: enter the caller's mount namespace: %w", err)
+	}
+	return nil
+}
+
+// callerMountNS opens the mount namespace of the process pidfd refers to:
+// through the pidfd itself where the kernel can (6.11), else through
+// /proc/PID/ns/mnt, confirmed afterwards to be the pidfd's process (a pid
+// can be reused; a pidfd cannot).
+func callerMountNS(pidfd int) (int, error) {
+	ns, err := unix.IoctlRetInt(pidfd, pidfdGetMntNamespace)
+	if err == nil {
+		return ns, nil
+	}
+	pid, err := pidOfPidfd(pidfd)
+	if err != nil {
+		return -1, err
+	}
+	ns, err = unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("sandbox: the caller's mount namespace: %w", err)
+	}
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		unix.Close(ns)
+		return -1, fmt.Errorf("sandbox: the caller exited while its mount namespace was opened: %w", err)
+	}
+	return ns, nil
+}
+
+// pidOfPidfd reads the "Pid:" line of the pidfd's fdinfo.
+func pidOfPidfd(pidfd int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/thread-self/fdinfo/%d", pidfd))
+	if err != nil {
+		return 0, fmt.Errorf("sandbox: caller's pidfd: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("sandbox: the caller is gone or in another pid namespace (pidfd says %q)", strings.TrimSpace(v))
+			}
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("sandbox: no Pid in the caller's pidfd")
+}
+
+// target is a hidden path, opened (symlinks followed: the secret is where
+// the link points) before anything is mounted.
+type target struct {
+	path string
+	fd   int
+	dir  bool
+}
+
+// hide covers every existing path the globs match. All targets are opened
+// first, then the staging tmpfs is mounted, cloned over each, and
+// detached again.
+func hide(globs []Glob, shown []string, hid func(string)) error {
+	targets, err := openTargets(globs, shown)
+	defer func() {
+		for _, t := range targets {
+			unix.Close(t.fd)
+		}
+	}()
+	if err != nil || len(targets) == 0 {
+		return err
+	}
+	if err := unix.Mount("sluice-hidden", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=16k,nr_inodes=8"); err != nil {
+		return fmt.Errorf("sandbox: mount the staging tmpfs: %w", err)
+	}
+	err = cover(targets, hid)
+	if uerr := unix.Unmount(staging, unix.MNT_DETACH); uerr != nil && err == nil {
+		err = fmt.Errorf("sandbox: unmount the staging tmpfs: %w", uerr)
+	}
+	return err
+}
+
+func openTargets(globs []Glob, shown []string) ([]target, error) {
+	var targets []target
+	seen := map[string]bool{}
+	for _, g := range globs {
+		matches, err := filepath.Glob(g.Pattern)
+		if err != nil {
+			return targets, fmt.Errorf("sandbox: hidden path %s: %w", g.Pattern, err)
+		}
+		for _, m := range matches {
+			if seen[m] || (g.Exemptable && Shows(m, shown)) {
+				continue
+			}
+			fd, err := unix.Open(m, unix.O_PATH|unix.O_CLOEXEC, 0)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+				continue // a dangling link: nothing to hide behind it
+			}
+			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+				// Root cannot reach it (an NFS home with root_squash):
+				// Glob skips what it cannot read the same way, and a
+				// session is not refused for it (docs/design.md).
+				continue
+			}
+			if err != nil {
+				return targets, fmt.Errorf("sandbox: hidden path %s: %w", m, err)
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				unix.Close(fd)
+				return targets, fmt.Errorf("sandbox: hidden path %s: %w", m, err)
+			}
+			seen[m] = true
+			targets = append(targets, target{path: m, fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
+		}
+	}
+	return targets, nil
+}
+
+// cover lays a read-only clone of the staging file or directory over each
+// target, through its descriptor, so no path is resolved twice.
+func cover(targets []target, hid func(string)) error {
+	file, dir := filepath.Join(staging, "file"), filepath.Join(staging, "dir")
+	f, err := unix.Open(file, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		return fmt.Errorf("sandbox: staging file: %w", err)
+	}
+	unix.Close(f)
+	if err := unix.Mkdir(dir, 0o555); err != nil {
+		return fmt.Errorf("sandbox: staging directory: %w", err)
+	}
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	for _, t := range targets {
+		src := file
+		if t.dir {
+			src = dir
+		}
+		tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("sandbox: hide %s: clone %s: %w", t.path, src, err)
+		}
+		err = unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, ro)
+		if err == nil {
+			err = unix.MoveMount(tree, "", t.fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		}
+		unix.Close(tree)
+		if err != nil {
+			return fmt.Errorf("sandbox: hide %s: %w", t.path, err)
+		}
+		if hid != nil {
+			hid(t.path)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,19 @@
+package sandbox
+
+// Spec is what one session's sandbox is made of. The zero value hides
+// nothing and leaves processes visible; sessions get theirs from the
+// command builder in enforcer, which turns every layer on by default.
+type Spec struct {
+	// Processes confines the command to its session's processes: a
+	// Landlock domain (RestrictSelf, applied by the shim) and a private
+	// /proc that lists only the processes the command may trace.
+	Processes bool
+	// Hidden is what to hide.
+	Hidden Hidden
+	// Home is what "~/" means; empty: the home of UID, looked up in the
+	// session's own mount namespace (so a daemon uses its caller's
+	// /etc/passwd, not its own).
+	Home string
+	// UID is the user the command runs as.
+	UID uint32
+}
