@@ -112,6 +112,9 @@ func kdnsConfig(r *dnsresolver.Resolver, ups []string, d *DNSOptions) (loader.KD
 // (no usable upstream, a hash collision between names), the session stays
 // on the resolver path and the reason is returned for the caller to say.
 func (s *Session) startKDNS(opts Options, ups []string) error {
+	if err := s.e.dp.KDNSSupported(); err != nil {
+		return err
+	}
 	cfg, ok := kdnsConfig(s.resolver, ups, opts.DNS)
 	if !ok {
 		return errors.New("no IP upstream: the session's DNS stays on the resolver path")

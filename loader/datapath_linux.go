@@ -62,6 +62,14 @@ type Datapath struct {
 	// they are).
 	unixErr   error
 	kdnsInner *ebpf.MapSpec // a session's kernel DNS ring buffer
+	// kdnsErr says why the kernel DNS path's programs are not attached
+	// (nil: they are); SetKDNS then refuses.
+	kdnsErr error
+}
+
+// skip reports an optional attachment this datapath does without.
+func (d *Datapath) skip(a attachment) bool {
+	return (a.isUnix() && d.unixErr != nil) || (a.isKDNS() && d.kdnsErr != nil)
 }
 
 // Open loads the programs, creates or re-opens the pinned maps under pinDir
@@ -90,6 +98,7 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 	}
 	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy(), kdnsInner: spec.Maps[sluiceMapKdnsSessionEvents].InnerMap.Copy()}
 	d.unixErr = prepareUnix(spec)
+	d.kdnsErr = prepareKDNS(spec)
 	cgid, err := cgroupID(cgroupPath)
 	if err != nil {
 		return nil, err
@@ -98,7 +107,15 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 	if d.reuse(spec, opts, cgid) {
 		return d, nil
 	}
-	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+	err = spec.LoadAndAssign(&d.objs, opts)
+	if err != nil && d.kdnsErr == nil && kdnsLoadFailed(err) {
+		// The kernel DNS path is optional: the datapath works without it
+		// and sessions keep the resolver path.
+		d.kdnsErr = fmt.Errorf("%w: %s", ErrKDNSUnsupported, firstLine(err.Error()))
+		stubKDNS(spec)
+		err = spec.LoadAndAssign(&d.objs, opts)
+	}
+	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, fmt.Errorf("load datapath: %+v", verr)
@@ -109,7 +126,7 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	for _, a := range attachments {
-		if a.isUnix() && d.unixErr != nil {
+		if d.skip(a) {
 			continue
 		}
 		l, err := d.attach(a, cgid)
@@ -188,7 +205,7 @@ func (d *Datapath) reuse(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions
 		return false
 	}
 	for _, a := range attachments {
-		if a.isUnix() && d.unixErr != nil {
+		if d.skip(a) {
 			continue
 		}
 		l, err := link.LoadPinnedLink(filepath.Join(d.pinDir, a.name), nil)
@@ -268,7 +285,7 @@ func (d *Datapath) Verify(path string) error {
 	}
 	defer f.Close()
 	for _, a := range attachments {
-		if a.isUnix() && d.unixErr != nil {
+		if d.skip(a) {
 			continue
 		}
 		// The program the pinned link runs now: another sluice may have
@@ -376,8 +393,15 @@ func Probe(cgroupPath string) error {
 		m.Pinning = ebpf.PinNone
 	}
 	unixErr := prepareUnix(spec)
+	kdnsErr := prepareKDNS(spec)
 	var objs sluiceObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	err = spec.LoadAndAssign(&objs, nil)
+	if err != nil && kdnsErr == nil && kdnsLoadFailed(err) {
+		kdnsErr = err
+		stubKDNS(spec)
+		err = spec.LoadAndAssign(&objs, nil)
+	}
+	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return fmt.Errorf("load datapath: %+v", verr)
@@ -386,7 +410,7 @@ func Probe(cgroupPath string) error {
 	}
 	defer objs.Close()
 	for _, a := range attachments {
-		if a.isUnix() && unixErr != nil {
+		if (a.isUnix() && unixErr != nil) || (a.isKDNS() && kdnsErr != nil) {
 			continue
 		}
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})

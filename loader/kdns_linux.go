@@ -6,12 +6,88 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/ringbuf"
 )
+
+// ErrKDNSUnsupported says the kernel DNS path's programs did not load on
+// this kernel: the rest of the datapath works, and sessions keep the
+// resolver path.
+var ErrKDNSUnsupported = errors.New("the kernel DNS path does not load on this kernel")
+
+// isKDNS reports the kernel DNS path's programs: optional, so that a kernel
+// whose verifier refuses them keeps the rest of the datapath.
+func (a attachment) isKDNS() bool {
+	return a.name == "link_kdns_egress" || a.name == "link_kdns_ingress"
+}
+
+// KDNSSupported says whether the kernel DNS path is attached, and if not,
+// why.
+func (d *Datapath) KDNSSupported() error { return d.kdnsErr }
+
+// prepareKDNS stubs the kernel DNS path out of spec when a test asks
+// (SLUICE_TEST_NO_KDNS=1, to exercise the fallback on any kernel).
+func prepareKDNS(spec *ebpf.CollectionSpec) error {
+	if os.Getenv("SLUICE_TEST_NO_KDNS") != "1" {
+		return nil
+	}
+	stubKDNS(spec)
+	return fmt.Errorf("%w: disabled by SLUICE_TEST_NO_KDNS", ErrKDNSUnsupported)
+}
+
+// stubKDNS replaces the kernel DNS path's programs by two-instruction ones
+// so that the collection loads; they are never attached (skip).
+func stubKDNS(spec *ebpf.CollectionSpec) {
+	for _, name := range []string{sluiceProgSluiceKdnsEgress, sluiceProgSluiceKdnsIngress} {
+		old := spec.Programs[name]
+		spec.Programs[name] = &ebpf.ProgramSpec{
+			Name: name, Type: ebpf.CGroupSKB, AttachType: old.AttachType, License: "Dual BSD/GPL",
+			Instructions: asm.Instructions{asm.LoadImm(asm.R0, 1, asm.DWord), asm.Return()},
+		}
+	}
+}
+
+// kdnsLoadFailed reports whether loading failed on a kernel DNS program.
+func kdnsLoadFailed(err error) bool {
+	return strings.Contains(err.Error(), sluiceProgSluiceKdnsEgress) || strings.Contains(err.Error(), sluiceProgSluiceKdnsIngress)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// ProbeKDNS loads the kernel DNS path's programs (and the maps they use)
+// without pinning or attaching anything: nil when this kernel runs them.
+func ProbeKDNS() error {
+	if os.Getenv("SLUICE_TEST_NO_KDNS") == "1" {
+		return fmt.Errorf("%w: disabled by SLUICE_TEST_NO_KDNS", ErrKDNSUnsupported)
+	}
+	spec, err := loadSluice()
+	if err != nil {
+		return fmt.Errorf("load datapath spec: %w", err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	var progs struct {
+		Egress  *ebpf.Program `ebpf:"sluice_kdns_egress"`
+		Ingress *ebpf.Program `ebpf:"sluice_kdns_ingress"`
+	}
+	if err := spec.LoadAndAssign(&progs, nil); err != nil {
+		return fmt.Errorf("%w: %s", ErrKDNSUnsupported, firstLine(err.Error()))
+	}
+	progs.Egress.Close()
+	progs.Ingress.Close()
+	return nil
+}
 
 // KDNSConfig turns on a session's kernel DNS path (bpf/kdns.h): its UDP
 // DNS goes straight to Upstream4/Upstream6 and the datapath learns the
@@ -81,6 +157,9 @@ func addrPortBE(ap netip.AddrPort) (ip [4]uint32, port uint16) {
 // names, replacing earlier ones; the upstream redirect switches on last,
 // so that no query reaches the kernel path before its names are there.
 func (d *Datapath) SetKDNS(cgid uint64, cfg KDNSConfig, names []KDNSName) error {
+	if d.kdnsErr != nil {
+		return d.kdnsErr
+	}
 	want := map[sluiceKdnsNameKey]sluiceKdnsName{}
 	for _, n := range names {
 		w, err := wireName(n.Name)
@@ -314,7 +393,7 @@ func (d *Datapath) KDNSProgramStats() (egress, ingress ebpf.ProgramStats, err er
 	get := func(name string) (ebpf.ProgramStats, error) {
 		i := 0 // d.progs holds the attachments in force, in order
 		for _, a := range attachments {
-			if a.isUnix() && d.unixErr != nil {
+			if d.skip(a) {
 				continue
 			}
 			if a.name == name && i < len(d.progs) {

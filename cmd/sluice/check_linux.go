@@ -185,10 +185,20 @@ func dnsPathCheck(bpfMode string) checkResult {
 	var detail string
 	if strings.HasPrefix(bpfMode, "unavailable") {
 		detail = "none: bpf mode is unavailable (the session's proxy resolves)"
+	} else if err := loader.ProbeKDNS(); err != nil {
+		return checkResult{name: "DNS path", status: checkWarn, detail: "resolver: " + firstLineOf(err.Error()),
+			fix: "a kernel whose verifier runs bpf_loop callbacks (6.1 or later); DNS works on the resolver path meanwhile"}
 	} else if dnsPathDefault == "kernel" {
 		detail = "kernel: UDP DNS goes straight to the upstream, judged and learned by the datapath; the resolver answers the rest"
 	} else {
 		detail = "resolver: every query goes through the session's local resolver (--dns-path kernel: straight to the upstream, judged and learned by the datapath)"
 	}
 	return checkResult{name: "DNS path", status: checkPass, detail: detail}
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
