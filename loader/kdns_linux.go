@@ -70,7 +70,7 @@ func ProbeKDNS() error {
 	if os.Getenv("SLUICE_TEST_NO_KDNS") == "1" {
 		return fmt.Errorf("%w: disabled by SLUICE_TEST_NO_KDNS", ErrKDNSUnsupported)
 	}
-	spec, err := loadSluice()
+	spec, err := loadSpec()
 	if err != nil {
 		return fmt.Errorf("load datapath spec: %w", err)
 	}

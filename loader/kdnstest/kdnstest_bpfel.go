@@ -207,6 +207,7 @@ const (
 	kdnstestProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
 	kdnstestProgSluiceSetsockopt   = "sluice_setsockopt"
 	kdnstestProgSluiceSockCreate   = "sluice_sock_create"
+	kdnstestVarHaveSetRetval       = "have_set_retval"
 	kdnstestVarUnusedCounter       = "unused_counter"
 	kdnstestVarUnusedEvent         = "unused_event"
 	kdnstestVarUnusedEventFlag     = "unused_event_flag"
@@ -316,6 +317,7 @@ type kdnstestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdnstestVariableSpecs struct {
+	HaveSetRetval      *ebpf.VariableSpec `ebpf:"have_set_retval"`
 	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventFlag    *ebpf.VariableSpec `ebpf:"unused_event_flag"`
@@ -403,6 +405,7 @@ func (m *kdnstestMaps) Close() error {
 //
 // It can be passed to loadKdnstestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdnstestVariables struct {
+	HaveSetRetval      *ebpf.Variable `ebpf:"have_set_retval"`
 	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventFlag    *ebpf.Variable `ebpf:"unused_event_flag"`
