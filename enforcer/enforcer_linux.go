@@ -52,6 +52,7 @@ type Enforcer struct {
 	cfg  Config
 	root *cgroups.Root
 	dp   *loader.Datapath
+	kdns kdnsServer // answers what the kernel DNS path hands over
 }
 
 // Open prepares the sluice cgroup root and the datapath (loading, pinning
@@ -137,6 +138,13 @@ type Session struct {
 	// loopbackStrict: the session was in loopback "session" mode at some
 	// point, so it may have loopback port entries to remove.
 	loopbackStrict bool
+	// The kernel DNS path (kdns_linux.go): its configuration when the
+	// session is on it, its own ring buffer, and why it is not when it
+	// was asked for.
+	kdnsCfg    *loader.KDNSConfig
+	kdnsEvents *ringbuf.Reader
+	kdnsErr    error
+	kdnsStop   chan struct{}
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -380,6 +388,15 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	if s.cg != nil {
+		s.e.kdns.remove(s.cg.ID())
+	}
+	if s.kdnsStop != nil {
+		close(s.kdnsStop)
+	}
+	if s.kdnsEvents != nil {
+		s.kdnsEvents.Close()
+	}
 	if s.resolver != nil {
 		s.resolver.Close()
 	}

@@ -58,6 +58,14 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 	if s.resolver != nil {
 		s.resolver.SetPolicy(p)
 	}
+	if s.kdnsCfg != nil {
+		if err := s.e.dp.SetKDNS(s.cg.ID(), *s.kdnsCfg, kdnsNames(p)); err != nil {
+			// A name the kernel cannot hold: everything to the resolver,
+			// which has the new policy already.
+			_ = s.e.dp.ClearKDNS(s.cg.ID())
+			s.kdnsCfg, s.kdnsErr = nil, err
+		}
+	}
 	s.policy = p
 	return nil
 }

@@ -102,6 +102,7 @@ func runChecks() []checkResult {
 		bpfMode = "available through the daemon at " + api.SocketPath(socketFlag)
 	}
 	rs = append(rs, checkResult{name: "mode bpf", status: modeStatus(bpfMode), detail: bpfMode})
+	rs = append(rs, dnsPathCheck(bpfMode))
 	llMode := "available (Landlock TCP rules and seccomp)"
 	if err := landlock.Available(); err != nil {
 		llMode = "unavailable: " + err.Error()
@@ -202,4 +203,27 @@ func placementCheck(mount string) checkResult {
 			"so that its sessions outlive its container or unit", len(v1))
 	}
 	return checkResult{name: "session cgroups", status: checkPass, detail: detail}
+}
+
+// dnsPathCheck says which DNS path bpf-mode sessions take by default here.
+func dnsPathCheck(bpfMode string) checkResult {
+	var detail string
+	if strings.HasPrefix(bpfMode, "unavailable") {
+		detail = "none: bpf mode is unavailable (the session's proxy resolves)"
+	} else if err := loader.ProbeKDNS(); err != nil {
+		return checkResult{name: "DNS path", status: checkWarn, detail: "resolver: " + firstLineOf(err.Error()),
+			fix: "a kernel whose verifier runs bpf_loop callbacks (6.1 or later); DNS works on the resolver path meanwhile"}
+	} else if dnsPathDefault == "kernel" {
+		detail = "kernel: UDP DNS goes straight to the upstream, judged and learned by the datapath; the resolver answers the rest"
+	} else {
+		detail = "resolver: every query goes through the session's local resolver (--dns-path kernel: straight to the upstream, judged and learned by the datapath)"
+	}
+	return checkResult{name: "DNS path", status: checkPass, detail: detail}
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

@@ -31,6 +31,7 @@ type fileConfig struct {
 	MetricsAddr  string   `json:"metrics_addr"`
 	Group        string   `json:"group"`
 	AdminGroup   string   `json:"admin_group"`
+	DNSPath      string   `json:"dns_path"` // kernel or resolver, as --dns-path
 }
 
 func loadFileConfig(path string, explicit bool) (fileConfig, error) {
@@ -81,6 +82,10 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if err != nil {
 		return err
 	}
+	dnsPath, err := enforcer.ParseDNSPath(pick(o.dnsPath, fc.DNSPath, dnsPathDefault))
+	if err != nil {
+		return fmt.Errorf("--dns-path: %w", err)
+	}
 	cfg := daemon.Config{
 		AllowlistPath: pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
 		SocketPath:    pick(socketFlag, fc.Socket, api.SocketPath("")),
@@ -94,7 +99,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		Log:           cmd.ErrOrStderr(),
 		Enforcer:      ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,
-			MaxIPsPerName: o.dnsMaxIPs},
+			MaxIPsPerName: o.dnsMaxIPs, Path: dnsPath},
 	}
 	if cfg.AuditLog != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o750); err != nil {
