@@ -295,6 +295,24 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.Sandbox.NamespacesOf != nil {
+		// The shim is exec'd in the caller's mount namespace, where the
+		// path of sluice's binary is the caller's to fill: exec this very
+		// binary through a descriptor instead (close-on-exec: the kernel
+		// has opened the file before it closes the descriptor). At 10 or
+		// above, clear of the descriptors the child is given.
+		bin, err := os.Open(self)
+		if err != nil {
+			return nil, fmt.Errorf("open sluice's own binary: %w", err)
+		}
+		defer bin.Close()
+		fd, err := unix.FcntlInt(bin.Fd(), unix.F_DUPFD_CLOEXEC, 10)
+		if err != nil {
+			return nil, fmt.Errorf("duplicate sluice's own binary: %w", err)
+		}
+		defer unix.Close(fd)
+		self = fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
 	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
 }
 
