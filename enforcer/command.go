@@ -138,6 +138,12 @@ type CommandSpec struct {
 	// nil: /dev/null, as with exec.Cmd.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// ExtraFiles are passed on as descriptors 3, 4, ... (exec.Cmd's
+	// ExtraFiles); nothing else the caller holds reaches the command
+	// unless it was left without close-on-exec. A socket passed here was
+	// made outside the session and is not judged by its datapath: only
+	// what a user asks for explicitly belongs here.
+	ExtraFiles []*os.File
 	// User is whom the command runs as; uid 0 is refused when it starts.
 	User cgroups.SpawnOptions
 	// Sandbox is what the command may touch besides the network; the
@@ -179,13 +185,14 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 	env = append(env, SessionEnv+"="+session)
 	args := shimArgs(shim, c.Path, c.Argv, c.Sandbox)
 	return &exec.Cmd{
-		Path:   shim,
-		Args:   args,
-		Env:    env,
-		Dir:    c.Dir,
-		Stdin:  c.Stdin,
-		Stdout: c.Stdout,
-		Stderr: c.Stderr,
+		Path:       shim,
+		Args:       args,
+		Env:        env,
+		Dir:        c.Dir,
+		Stdin:      c.Stdin,
+		Stdout:     c.Stdout,
+		Stderr:     c.Stderr,
+		ExtraFiles: c.ExtraFiles,
 	}, nil
 }
 

@@ -21,6 +21,9 @@ import (
 // spawns it with this process's stdin, stdout and stderr.
 func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
 	stderr := cmd.ErrOrStderr()
+	if len(o.passFiles) > 0 {
+		return &exitError{code: exitSluiceError, err: errors.New("--preserve-fds: the daemon's sessions get stdin, stdout and stderr only; run the command with the embedded enforcer (sudo sluice run, with no daemon socket) to pass more")}
+	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
