@@ -143,6 +143,16 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		}
 	})
 
+	// The sandbox's refusals (ptrace, pidfd_getfd, signals to processes
+	// outside the session) are explained like the datapath's.
+	var sw *sandboxWatch
+	if !o.shareProcesses {
+		sw = watchSandbox(e, s.Name(), func(ev audit.Event) {
+			rep.Report(ev, nil)
+			alog.write(ev)
+		})
+	}
+
 	hidden, err := sandbox.HiddenPaths(nil, policy.HiddenPaths(), o.showPaths)
 	if err != nil {
 		return fail(err)
@@ -163,6 +173,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			return nil, &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
 		}
 		started = true
+		sw.started(c.Process.Pid, s.Name())
 		if len(hid) > 0 {
 			fmt.Fprintln(stderr, hiddenNotice(hid))
 		}
@@ -174,6 +185,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		return c, nil
 	})
 	if !started {
+		sw.finish()
 		return waitErr
 	}
 
@@ -181,6 +193,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	_ = s.Kill()
 	_ = s.FlushEvents()
 	readers.Wait()
+	sw.finish()
 	alog.ended(waitErr)
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
