@@ -2,14 +2,18 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 // peer is who is on the other end of an API connection: SO_PEERCRED,
@@ -62,20 +66,40 @@ func (p peer) in(gid uint32, ok bool) bool {
 	return false
 }
 
-// conn is an accepted API connection: it knows its peer and collects the
-// file descriptors that arrive with the request (SCM_RIGHTS).
+// conn is an accepted API connection: it knows its peer and holds the
+// file descriptors that came with the connection's first bytes
+// (SCM_RIGHTS), at most maxFDs of them.
+//
+// Descriptors are the one thing a caller can make the daemon keep: every
+// one received is a slot of the daemon's own descriptor table. So they are
+// taken only where the API needs them (a session's stdin, stdout and
+// stderr, sent with the first bytes of the request that creates it, on a
+// connection of its own) and only as many as that needs. Descriptors
+// anywhere else, or more than maxFDs, are closed the moment they arrive,
+// and the request they came with is refused (guardFDs, handleCreate).
 type conn struct {
 	*net.UnixConn
-	peer peer
+	peer    peer
+	limits  *connLimits // nil: not counted
+	closing sync.Once
 
-	mu  sync.Mutex
-	fds []int
+	mu      sync.Mutex
+	fds     []int
+	started bool // bytes were read: descriptors now come too late
+	refused int  // descriptors closed on arrival; > maxFDs: "more than maxFDs"
 }
+
+// maxFDs is what a request may carry: POST /v1/sessions's stdin, stdout and
+// stderr.
+const maxFDs = 3
 
 type connKey struct{}
 
-// listener accepts conns on a unix socket.
-type listener struct{ *net.UnixListener }
+// listener accepts conns on a unix socket, within the per-caller limits.
+type listener struct {
+	*net.UnixListener
+	limits *connLimits
+}
 
 func (l listener) Accept() (net.Conn, error) {
 	for {
@@ -90,7 +114,14 @@ func (l listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &conn{UnixConn: c, peer: p}, nil
+		if err := l.limits.acquire(p.UID); err != nil {
+			refuseConn(c, err)
+			if p.pidfd != nil {
+				p.pidfd.Close()
+			}
+			continue
+		}
+		return &conn{UnixConn: c, peer: p, limits: l.limits}, nil
 	}
 }
 
@@ -161,45 +192,93 @@ func peerPidfd(fd, pid int) int {
 	return pidfd
 }
 
-// Read keeps any descriptors passed with the data.
+// Read keeps the descriptors that come with the connection's first bytes,
+// up to maxFDs; any others it closes at once and counts as refused.
 func (c *conn) Read(b []byte) (int, error) {
-	oob := make([]byte, unix.CmsgSpace(4*8))
-	n, oobn, _, _, err := c.ReadMsgUnix(b, oob)
+	// Room for one descriptor more than allowed, so that too many is seen
+	// (the kernel drops what does not fit and sets MSG_CTRUNC) while no
+	// more than maxFDs+1 are ever installed in the daemon by one read.
+	// Go asks for MSG_CMSG_CLOEXEC: a command the daemon starts meanwhile
+	// does not inherit them.
+	oob := make([]byte, unix.CmsgSpace(4*(maxFDs+1)))
+	n, oobn, flags, _, err := c.ReadMsgUnix(b, oob)
+	if n < 0 {
+		// recvmsg's -1 after a deadline or a close: an io.Reader never
+		// returns a negative count (bufio panics on one).
+		n = 0
+	}
+	var fds []int
 	if oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 			for _, m := range msgs {
-				if fds, ferr := unix.ParseUnixRights(&m); ferr == nil {
-					for _, fd := range fds {
-						unix.CloseOnExec(fd)
-					}
-					c.mu.Lock()
-					c.fds = append(c.fds, fds...)
-					c.mu.Unlock()
+				if got, ferr := unix.ParseUnixRights(&m); ferr == nil {
+					fds = append(fds, got...)
 				}
 			}
 		}
 	}
+	truncated := flags&unix.MSG_CTRUNC != 0
+	c.mu.Lock()
+	switch {
+	case len(fds) == 0 && !truncated:
+	case c.started || truncated || len(c.fds)+len(fds) > maxFDs:
+		// Late, or too many: none of them is kept, and the request is
+		// refused.
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		c.refused += len(fds) + len(c.fds)
+		if truncated {
+			c.refused = max(c.refused, maxFDs+1)
+		}
+		for _, fd := range c.fds {
+			unix.Close(fd)
+		}
+		c.fds = nil
+	default:
+		c.fds = append(c.fds, fds...)
+	}
+	if n > 0 {
+		c.started = true
+	}
+	c.mu.Unlock()
 	return n, err
 }
 
-// takeFDs hands the received descriptors to the caller, who must close them.
-func (c *conn) takeFDs() []int {
+// takeFDs hands the received descriptors to the caller, who must close
+// them, with the number of descriptors closed on arrival (0: none).
+func (c *conn) takeFDs() (fds []int, refused int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fds := c.fds
-	c.fds = nil
-	return fds
+	fds, refused = c.fds, c.refused
+	c.fds, c.refused = nil, 0
+	return fds, refused
 }
 
-// Close closes descriptors nobody claimed, and the peer's pidfd.
-func (c *conn) Close() error {
-	for _, fd := range c.takeFDs() {
+// dropFDs closes the descriptors held and returns how many came with the
+// connection (those closed on arrival included).
+func (c *conn) dropFDs() int {
+	fds, refused := c.takeFDs()
+	for _, fd := range fds {
 		unix.Close(fd)
 	}
-	if c.peer.pidfd != nil {
-		c.peer.pidfd.Close()
-	}
-	return c.UnixConn.Close()
+	return len(fds) + refused
+}
+
+// Close closes descriptors nobody claimed, and the peer's pidfd, and gives
+// the connection back to its caller's allowance. net/http may close a
+// connection more than once.
+func (c *conn) Close() error {
+	err := net.ErrClosed
+	c.closing.Do(func() {
+		c.dropFDs()
+		if c.peer.pidfd != nil {
+			c.peer.pidfd.Close()
+		}
+		c.limits.release(c.peer.UID)
+		err = c.UnixConn.Close()
+	})
+	return err
 }
 
 func connFrom(ctx context.Context) (*conn, error) {
@@ -208,4 +287,14 @@ func connFrom(ctx context.Context) (*conn, error) {
 		return nil, errors.New("no connection in request context")
 	}
 	return c, nil
+}
+
+// refuseConn answers a connection over its caller's limits with 503 and
+// closes it, without reading its request: the caller sees why, and the
+// daemon holds nothing for it.
+func refuseConn(c *net.UnixConn, why error) {
+	body, _ := json.Marshal(api.ErrorResponse{Error: why.Error()})
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n", len(body)+1, body)
+	c.Close()
 }

@@ -18,6 +18,14 @@
 //     stdin, stdout and stderr passed over the socket (SCM_RIGHTS): a client
 //     that is not root cannot move a process into a root-owned cgroup, and
 //     this way there is no moment in which the command runs unconfined.
+//     Before it answers, it looks at the command as the user it will run as
+//     (execcheck_linux.go), so a command that cannot run is a 400, not a
+//     failure after the 200.
+//   - Anyone may connect, a confined agent included, so what a caller can
+//     make the daemon hold is bounded (conn_linux.go, connlimit.go): three
+//     descriptors, taken only with a session request's first bytes (others
+//     are closed on arrival); 128 connections per uid; every wait for a
+//     request (headers 10 s, whole request 20 s, idle 15 s).
 //   - A session's policy is the intersection of what it asks for with the
 //     machine allowlist (allowlist.Policy.Narrow): asking for more is an
 //     error naming the entries that exceed it. When the machine allowlist
@@ -26,11 +34,12 @@
 //     daemon leaves every session confined (names not yet learned stop
 //     resolving). Sessions are recorded in the state directory; a restarted
 //     daemon re-adopts them and restarts their resolvers on the ports the
-//     datapath redirects to, and their proxies on the ports their commands'
-//     proxy variables name (recorded for this; a port another program took
-//     meanwhile is reported, not replaced: the environment of a running
-//     command cannot be changed). A clean shutdown does not unconfine
-//     anything.
+//     datapath redirects to, telling each what its session learned before
+//     (the learned map) so that it is forgotten at expiry, and their
+//     proxies on the ports their commands' proxy variables name (recorded
+//     for this; a port another program took meanwhile is reported, not
+//     replaced: the environment of a running command cannot be changed). A
+//     clean shutdown does not unconfine anything.
 //   - Every deny decision and policy change is an audit log line (JSON,
 //     docs/audit.md); counters are Prometheus metrics on an opt-in loopback
 //     address.

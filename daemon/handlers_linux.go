@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -37,6 +38,32 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
+// guardFDs refuses a request that came with descriptors anywhere but
+// where they belong (POST /v1/sessions, which checks its own): they are
+// closed already (conn.Read) or now, and the connection is closed after
+// the answer, so nothing a caller sends can pile up in the daemon.
+func (s *Server) guardFDs(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, err := connFrom(r.Context()); err == nil && (r.Method != http.MethodPost || r.URL.Path != "/v1/sessions") {
+			if n := c.dropFDs(); n > 0 {
+				w.Header().Set("Connection", "close")
+				writeErr(w, fail(http.StatusBadRequest, "descriptors are accepted only with POST /v1/sessions, sent with the first bytes of its connection (got %s)", fdCount(n)))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fdCount words a number of descriptors received; conn.Read knows no
+// more than that there were more than maxFDs.
+func fdCount(n int) string {
+	if n > maxFDs {
+		return fmt.Sprintf("more than %d descriptors", maxFDs)
+	}
+	return fmt.Sprintf("%d descriptors", n)
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -61,6 +88,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return fail(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", maxBody)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fail(http.StatusRequestTimeout, "the request did not arrive within %v", readTimeout)
 		}
 		return fail(http.StatusBadRequest, "malformed request: %v", err)
 	}
@@ -97,7 +128,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	// so they are closed whatever happens.
 	var req api.CreateRequest
 	derr := decode(w, r, &req)
-	fds := c.takeFDs()
+	fds, refused := c.takeFDs()
+	if refused > 0 {
+		// Late, or more than three: conn.Read closed them on arrival.
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		fds = nil
+		w.Header().Set("Connection", "close")
+		if derr == nil {
+			derr = fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request, with the first bytes of its connection (got %s)", fdCount(refused))
+		}
+	}
 	files := make([]*os.File, len(fds))
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), fmt.Sprintf("client-fd-%d", i))
@@ -201,6 +243,10 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	// Last of the checks: a request that is wrong anyway says so first.
 	if err := sameWorld(p); err != nil {
 		return nil, err
+	}
+	// In the daemon's world now, what path names can be looked at.
+	if err := checkCommand(spawn, req.Dir, path); err != nil {
+		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)
 	}
 
 	ss := &session{srv: s, limit: audit.NewLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan audit.Event, 64), started: make(chan struct{}),

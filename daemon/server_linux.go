@@ -50,6 +50,13 @@ const (
 	maxBody          = 1 << 20
 )
 
+// Time bounds of an API connection (docs/api.md, Conventions).
+const (
+	readHeaderTimeout = 10 * time.Second // from the connection or the previous request
+	readTimeout       = 20 * time.Second // the whole request, headers and body
+	idleTimeout       = 15 * time.Second // between two requests on a keep-alive connection
+)
+
 // Server is the running daemon.
 type Server struct {
 	cfg     Config
@@ -164,10 +171,17 @@ func (s *Server) Serve(ctx context.Context) error {
 		ul.Close()
 		return fmt.Errorf("chmod %s: %w", s.cfg.SocketPath, err)
 	}
-	s.ln = listener{ul}
+	s.ln = listener{UnixListener: ul, limits: newConnLimits(maxConnsPerUID, maxConns)}
 	s.api = &http.Server{
-		Handler:           s.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.guardFDs(s.routes()),
+		// Every wait on a caller is bounded: the headers, the whole
+		// request, and the pause between two requests on a keep-alive
+		// connection. An answer is not: once a request is read, net/http
+		// lifts the read deadline for its background read, so streams (a
+		// session's, the events) run as long as they run.
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},

@@ -428,7 +428,9 @@ func Cleanup(cfg Config) error {
 		if err := root.Remove(); err != nil {
 			errs = append(errs, err)
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, cgroups.ErrNoCgroup2) {
+		// Without cgroup2 there is no sluice cgroup to remove; pins and
+		// state files may still be left.
 		errs = append(errs, err)
 	}
 	if err := loader.Remove(cfg.PinDir); err != nil {

@@ -127,6 +127,13 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 			s.lock.Close()
 			return nil, err
 		}
+		// What the session learned before: the new resolver forgets it
+		// at expiry. Unreadable, the session is adopted anyway (its
+		// enforcement matters more than freeing map space early), and
+		// RemoveSession still clears those entries at its end.
+		if learned, err := e.dp.LearnedOf(cg.ID()); err == nil {
+			s.resolver.Adopt(learned)
+		}
 	}
 	if opts.Proxy != nil {
 		if opts.Proxy.Port == 0 {

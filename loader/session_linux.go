@@ -187,6 +187,25 @@ func (d *Datapath) Forget(cgid uint64, addr netip.Addr) error {
 	return nil
 }
 
+// LearnedOf returns the session's learned IPs with their expiries
+// (CLOCK_BOOTTIME): what a restarted daemon's resolver must know to
+// forget them when they expire.
+func (d *Datapath) LearnedOf(cgid uint64) (map[netip.Addr]time.Duration, error) {
+	out := map[netip.Addr]time.Duration{}
+	var k sluiceLearnedKey
+	var v sluiceLearnedValue
+	it := d.objs.Learned.Iterate()
+	for it.Next(&k, &v) {
+		if k.Session == cgid {
+			out[netip.AddrFrom16(k.Addr).Unmap()] = time.Duration(v.Expires)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list learned IPs of session %d: %w", cgid, err)
+	}
+	return out, nil
+}
+
 // ErrMapFull says a bounded map has no room: callers fail closed.
 var ErrMapFull = errors.New("map full")
 

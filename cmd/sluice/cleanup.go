@@ -16,10 +16,16 @@ unpin the datapath (detaching its programs) and remove sluice's state files.
 Running sessions lose their confinement together with their processes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cleanup(stateDir); err != nil {
+			found, err := cleanup(stateDir)
+			switch {
+			case err != nil:
 				return err
+			case !found:
+				// Nothing left behind is what cleanup is for: success.
+				fmt.Fprintln(cmd.OutOrStdout(), "sluice: nothing to clean")
+			default:
+				fmt.Fprintln(cmd.OutOrStdout(), "sluice: removed all sessions, cgroups, pins and state")
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "sluice: removed all sessions, cgroups, pins and state")
 			return nil
 		},
 	}

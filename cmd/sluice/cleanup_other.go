@@ -3,4 +3,4 @@
 package main
 
 // cleanup has nothing to remove where sluice keeps no kernel objects.
-func cleanup(string) error { return nil }
+func cleanup(string) (bool, error) { return false, nil }

@@ -102,6 +102,8 @@ func newFixtureMount(t *testing.T, flags []string, mountSetup string, allowed ..
 	f.dns = w.ServeDNS(t, dnsAddr, world.Zone(map[string][]string{
 		"allowed.test.":  {"A 203.0.113.10"},
 		"allowed2.test.": {"A 203.0.113.10"},
+		"many.test.": {"A 203.0.113.31", "A 203.0.113.32", "A 203.0.113.33", "A 203.0.113.34", "A 203.0.113.35",
+			"A 203.0.113.36", "A 203.0.113.37", "A 203.0.113.38", "A 203.0.113.39", "A 203.0.113.40"},
 	}))
 	f.port = w.ListenTCP(t, world.AllowedV4)
 	f.denied = w.ListenTCP(t, world.DeniedV4)
@@ -165,7 +167,7 @@ func (f *fixture) startDaemon(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("daemon did not answer on %s: %s", f.sock, errb.String())
+	t.Fatalf("daemon did not answer on %s: %s", f.sock, f.log.String())
 }
 
 // stopDaemon kills the daemon (the nsenter wrapper execs it, so the pid is
@@ -176,6 +178,26 @@ func (f *fixture) stopDaemon(t *testing.T) {
 	}
 	_ = f.daemon.Process.Signal(syscall.SIGKILL)
 	_ = f.daemon.Wait()
+	f.daemon = nil
+}
+
+// stopDaemonGracefully stops the daemon with SIGTERM, as systemd does, and
+// waits (bounded) for it to exit.
+func (f *fixture) stopDaemonGracefully(t *testing.T) {
+	t.Helper()
+	if f.daemon == nil {
+		return
+	}
+	_ = f.daemon.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- f.daemon.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = f.daemon.Process.Signal(syscall.SIGKILL)
+		<-done
+		t.Errorf("the daemon did not exit within 15 s of SIGTERM")
+	}
 	f.daemon = nil
 }
 

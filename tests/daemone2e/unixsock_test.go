@@ -40,6 +40,7 @@ func TestUnixSocketsThroughDaemon(t *testing.T) {
 		if !f.w.WaitArrival(world.All(world.Since(start), world.ToPort(world.DeniedV4, f.denied)), 2*time.Second) {
 			t.Fatalf("the unconfined relay %s reached nothing", name)
 		}
+		f.w.WaitQuiet(world.ToPort(world.DeniedV4, f.denied), 300*time.Millisecond, 3*time.Second)
 
 		start = time.Now()
 		out, stderr, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", world.BuildProbe(t), "unix", name)
@@ -111,6 +112,7 @@ func TestLoopbackSessionThroughDaemon(t *testing.T) {
 	if !f.w.WaitArrival(world.All(world.Since(start), world.ToPort(world.DeniedV4, f.denied)), 2*time.Second) {
 		t.Fatal("the loopback relay reached nothing in the default mode")
 	}
+	f.w.WaitQuiet(world.ToPort(world.DeniedV4, f.denied), 300*time.Millisecond, 3*time.Second)
 
 	file := filepath.Join(f.dir, "session.json")
 	f.writeFile(t, file, []byte(fmt.Sprintf(`{"allowed_hosts": ["203.0.113.10"], "loopback": "session", "loopback_ports": [%d]}`, listed.Port())))

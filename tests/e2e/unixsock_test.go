@@ -78,6 +78,7 @@ func TestUnixSocketRelay(t *testing.T) {
 				t.Errorf("unconfined reply %q, want the world's greeting", r.Reply)
 			}
 			wantArrival(t, w, arrived(start, world.DeniedV4, p), "the unconfined relay")
+			w.WaitQuiet(world.ToPort(world.DeniedV4, p), 300*time.Millisecond, 3*time.Second)
 
 			audit := filepath.Join(t.TempDir(), "audit.jsonl")
 			start = time.Now()
@@ -223,6 +224,7 @@ func TestLoopbackSessionMode(t *testing.T) {
 			wantOK(t, r)
 		}
 		wantArrival(t, w, arrived(start, world.DeniedV4, p), "the loopback relay in the default mode")
+		w.WaitQuiet(world.ToPort(world.DeniedV4, p), 300*time.Millisecond, 3*time.Second)
 	})
 
 	t.Run("session", func(t *testing.T) {

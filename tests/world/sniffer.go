@@ -193,3 +193,21 @@ func (w *World) AssertNothingArrived(t testing.TB, f Filter, settle time.Duratio
 	}
 	t.Errorf("world: %d packet(s) arrived that should not have:\n%s", len(got), strings.Join(lines, "\n"))
 }
+
+// WaitQuiet waits, at most timeout, until no packet that f selects has
+// arrived for quiet, and reports whether that happened. An unconfined twin
+// whose connection is still closing (its FIN and last ACK) would otherwise
+// be counted against the confined run that follows it on the same port.
+func (w *World) WaitQuiet(f Filter, quiet, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		now := time.Now()
+		if len(w.Arrivals(All(f, Since(now.Add(-quiet))))) == 0 {
+			return true
+		}
+		if now.After(deadline) {
+			return false
+		}
+		time.Sleep(quiet / 4)
+	}
+}
