@@ -284,6 +284,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
+	s.sandboxStarted(cmd.Process.Pid, ss.info.Name)
 	ss.info.Hidden = hid
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
 		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s", ss.info.Name, req.Argv[0], sandbox.StartedNote(hid))})

@@ -46,6 +46,15 @@
 // check (setpriority, sched_setaffinity, ioprio_set, prlimit on another
 // process): they can slow a process down, not take its sockets or memory.
 //
+// Refusals are explained, not silent, where the kernel can say what it
+// refused: with Landlock ABI 7 (Linux 6.15) the shim asks for the
+// command's refusals to be logged after its exec
+// (LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON), and the session's owner reads
+// the kernel's audit records (package kaudit) and prints "sluice: denied
+// gdb[4242] -> ptrace of bash[1234]: outside the session", with a
+// sandbox_denied audit event. The kernel writes them only when the
+// machine's audit is on (auditd, audit=1); sluice does not turn it on.
+//
 // Without Landlock (a kernel before 5.13 or without landlock in lsm=) the
 // command builder refuses to start a session with process isolation, and
 // says how to opt out; before ABI 6 the shim notes which scopes are missing.
