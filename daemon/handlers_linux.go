@@ -219,6 +219,9 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
 		return nil, err
 	}
+	if err := mayAllowUserNS(who, req.AllowUserNS); err != nil {
+		return nil, err
+	}
 	if err := mayShareProcesses(who, req.ShareProcesses); err != nil {
 		return nil, err
 	}
@@ -266,7 +269,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	// unit's sandbox.
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
-		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd}}
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS}}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
 	s.mu.Lock()

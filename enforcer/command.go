@@ -35,6 +35,11 @@ const (
 	// ShimAbstractUnix leaves abstract unix sockets outside the session
 	// reachable.
 	ShimAbstractUnix = "--abstract-unix"
+	// ShimAllowUserNS lets a command without the Landlock domain create
+	// user namespaces, in which it could mount over the names of allowed
+	// unix sockets (sandbox.RefuseUserNamespaces says why they are
+	// refused).
+	ShimAllowUserNS = "--allow-userns"
 )
 
 // SandboxSpec is what a session's command may touch besides the network
@@ -58,8 +63,18 @@ type SandboxSpec struct {
 	// session reachable (for an allowlist that lists one; the datapath
 	// judges unix sockets too).
 	AbstractUnix bool
+	// AllowUserNamespaces lets a command without process isolation
+	// (ShareProcesses) create user namespaces, in which it could bind
+	// another socket over an allowed unix socket name; by default the
+	// shim refuses them there (sandbox.RefuseUserNamespaces). With process
+	// isolation they are allowed and changes nothing: the Landlock domain
+	// refuses every mount.
+	AllowUserNamespaces bool
 	// OnHidden, if set, is told each path the session hides.
 	OnHidden func(path string)
+	// OnSocketDropped, if set, is told each built-in unix socket name
+	// the session does not get, and why (sandbox.Spec.Sockets).
+	OnSocketDropped func(name, why string)
 }
 
 // shimArgs is the command line of FamiliesShim that runs path with argv
@@ -72,6 +87,9 @@ func shimArgs(shim, path string, argv []string, sb SandboxSpec) []string {
 	if sb.AbstractUnix {
 		args = append(args, ShimAbstractUnix)
 	}
+	if sb.AllowUserNamespaces {
+		args = append(args, ShimAllowUserNS)
+	}
 	return append(append(args, "--"), argv...)
 }
 
@@ -80,6 +98,7 @@ type ShimOptions struct {
 	Path           string
 	ShareProcesses bool
 	AbstractUnix   bool
+	AllowUserNS    bool
 	Argv           []string
 }
 
@@ -87,7 +106,7 @@ type ShimOptions struct {
 // --path PATH, the flags above, "--", then the command line.
 func ParseShimArgs(args []string) (ShimOptions, error) {
 	var o ShimOptions
-	usage := errors.New("usage: " + FamiliesShim + " --path PATH [" + ShimShareProcesses + "] [" + ShimAbstractUnix + "] -- ARGV")
+	usage := errors.New("usage: " + FamiliesShim + " --path PATH [" + ShimShareProcesses + "] [" + ShimAbstractUnix + "] [" + ShimAllowUserNS + "] -- ARGV")
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
 		case "--path":
@@ -100,6 +119,8 @@ func ParseShimArgs(args []string) (ShimOptions, error) {
 			o.ShareProcesses = true
 		case ShimAbstractUnix:
 			o.AbstractUnix = true
+		case ShimAllowUserNS:
+			o.AllowUserNS = true
 		case "--":
 			o.Argv = args[i+1:]
 			if o.Path == "" || len(o.Argv) == 0 {

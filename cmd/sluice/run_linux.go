@@ -159,7 +159,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	}
 	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: o.commandEnv(stderr),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: o.passFiles, User: spawn,
-		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden}}
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden, AllowUserNamespaces: o.allowUserNS}}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(p string) { hid = append(hid, p) }
 	started := false
