@@ -272,6 +272,9 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS}}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
+	spec.Sandbox.OnSocketDropped = func(name, why string) {
+		fmt.Fprintf(files[2], "sluice: note: the unix socket %s is not reachable in this session: %s\n", name, why)
+	}
 	s.mu.Lock()
 	s.sessions[ss.info.Name] = ss
 	s.mu.Unlock()

@@ -79,6 +79,21 @@
 // system, not the daemon's service sandbox, and looks up the user's home in
 // it.
 //
+// # Unix socket names
+//
+// The datapath allows unix sockets by the name passed to connect(); the
+// kernel follows the name afterwards. Enter holds each allowed name
+// (Spec.Sockets) to the socket it names at the start: a name the user
+// could replace is bound onto itself, and so is each directory above it
+// the user could rename, since a mount point cannot be unlinked or
+// renamed in the namespace that has it. Names it cannot hold are reported
+// (the command builder then leaves built-in names out of the session).
+// A session cannot mount over them: with process isolation its Landlock
+// domain refuses every mount in any namespace, and without it the shim
+// refuses user namespaces (RefuseUserNamespaces) unless --allow-userns.
+// Why not refuse user namespaces always: the Landlock domain already
+// makes them harmless here, and Chromium's sandbox needs them.
+//
 // # Environment
 //
 // ScrubEnv removes variables named like secrets. It is off by default

@@ -162,6 +162,9 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden, AllowUserNamespaces: o.allowUserNS}}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(p string) { hid = append(hid, p) }
+	spec.Sandbox.OnSocketDropped = func(name, why string) {
+		fmt.Fprintf(stderr, "sluice: note: the unix socket %s is not reachable in this session: %s\n", name, why)
+	}
 	started := false
 	waitErr := supervise(func() (*exec.Cmd, error) {
 		c, err := s.Start(spec)
