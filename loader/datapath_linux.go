@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -81,9 +83,9 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 	}
 	defer unlock()
 
-	spec, err := loadSluice()
+	spec, err := loadSpec()
 	if err != nil {
-		return nil, fmt.Errorf("load datapath spec: %w", err)
+		return nil, err
 	}
 	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy()}
 	d.unixErr = prepareUnix(spec)
@@ -122,6 +124,29 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// loadSpec reads the embedded object and sets its load-time constants for
+// this kernel.
+func loadSpec() (*ebpf.CollectionSpec, error) {
+	spec, err := loadSluice()
+	if err != nil {
+		return nil, fmt.Errorf("load datapath spec: %w", err)
+	}
+	v, ok := spec.Variables["have_set_retval"]
+	if !ok {
+		return nil, errors.New("load datapath spec: the object has no have_set_retval")
+	}
+	// Any error (not supported, or the probe failed) means no: the
+	// datapath then refuses MPTCP with EPERM, as on kernels before 5.18.
+	have := uint8(0)
+	if features.HaveProgramHelper(ebpf.CGroupSock, asm.FnSetRetval) == nil {
+		have = 1
+	}
+	if err := v.Set(have); err != nil {
+		return nil, fmt.Errorf("load datapath spec: set have_set_retval: %w", err)
+	}
+	return spec, nil
 }
 
 // objectHash identifies the embedded BPF object.
@@ -365,9 +390,9 @@ func ensureBPFFS(dir string) error {
 // program to the cgroup at cgroupPath with bpf_link and detaches again: the
 // strongest answer to "can this machine enforce?" short of doing it.
 func Probe(cgroupPath string) error {
-	spec, err := loadSluice()
+	spec, err := loadSpec()
 	if err != nil {
-		return fmt.Errorf("load datapath spec: %w", err)
+		return err
 	}
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone

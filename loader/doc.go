@@ -39,4 +39,10 @@
 //     after a strict session was registered on the machine: the mark is
 //     never cleared, since clearing it would race with other processes
 //     registering strict sessions.
+//   - The datapath's vocabulary (hooks, reasons, counters, session and
+//     event flags, the event record) is generated from bpf/sluice.h by
+//     bpf2go -type (gen.go), never copied by hand, and that generated file
+//     builds on every OS so the platform-free event model can use it. The
+//     object is committed; `make check-generate` (run by CI) fails when it
+//     or its Go is not what the committed source generates.
 package loader

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // Hook names the kernel hook that made a decision.
@@ -114,6 +115,17 @@ var eventSize = binary.Size(sluiceEvent{})
 // unixEventSize is sizeof(struct unix_event): the event, then the name.
 var unixEventSize = binary.Size(sluiceUnixEvent{})
 
+// decodeRecord fills *v from the start of b, which holds at least
+// sizeof(*v) bytes. The datapath writes records in the host's byte order
+// and the generated types have C's layout (structs.HostLayout, explicit
+// padding), so the bytes are copied as they are: a copy, not reflection
+// (binary.Decode took 20x longer, 550 against 27 ns), since the daemon
+// parses every denial of every session. Only little-endian hosts build
+// this package (bpfel).
+func decodeRecord[T any](b []byte, v *T) {
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v)), b)
+}
+
 // ParseEvent decodes a ring buffer record. The datapath writes the host's
 // byte order; sluice's objects are little-endian only (bpfel).
 func ParseEvent(b []byte) (Event, error) {
@@ -121,9 +133,7 @@ func ParseEvent(b []byte) (Event, error) {
 	if len(b) < eventSize {
 		return Event{}, fmt.Errorf("event record of %d bytes, want %d", len(b), eventSize)
 	}
-	if _, err := binary.Decode(b, binary.LittleEndian, &r); err != nil {
-		return Event{}, fmt.Errorf("decode event record: %w", err)
-	}
+	decodeRecord(b, &r)
 	e := Event{
 		Time:   time.Duration(r.Ts),
 		Cgroup: r.Cgroup,
@@ -146,9 +156,7 @@ func ParseEvent(b []byte) (Event, error) {
 			return Event{}, fmt.Errorf("unix event record of %d bytes, want %d", len(b), unixEventSize)
 		}
 		var u sluiceUnixEvent
-		if _, err := binary.Decode(b, binary.LittleEndian, &u); err != nil {
-			return Event{}, fmt.Errorf("decode unix event record: %w", err)
-		}
+		decodeRecord(b, &u)
 		e.Unix = unixName(u.Abstract != 0, u.Path[:min(int(u.Len), len(u.Path))])
 	} else if e.Hook != HookSockCreate && e.Hook != HookSetsockopt {
 		e.Addr = addr

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/tests/needs"
@@ -254,8 +256,18 @@ func TestForeignListenerRefused(t *testing.T) {
 // test binary again with it, inside and outside the session, and compares
 // what the kernel answered.
 func TestHelperSockopts(t *testing.T) {
-	if os.Getenv("SLUICE_LOADERTEST_HELPER") != "sockopts" {
-		t.Skip("helper process of TestSetsockoptPassesOptions")
+	switch os.Getenv("SLUICE_LOADERTEST_HELPER") {
+	case "sockopts":
+	case "mptcp":
+		_, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP)
+		if e, ok := err.(unix.Errno); ok {
+			fmt.Printf("mptcp=%s\n", unix.ErrnoName(e))
+		} else {
+			fmt.Printf("mptcp=%v\n", err)
+		}
+		return
+	default:
+		t.Skip("helper process of TestSetsockoptPassesOptions and TestMPTCPRefusalErrno")
 	}
 	errno := func(err error) string {
 		if err == nil {
@@ -288,9 +300,9 @@ func TestHelperSockopts(t *testing.T) {
 }
 
 // TestSetsockoptPassesOptions: the setsockopt hook hands options it does
-// not judge to the kernel in the caller's own buffer (optlen = 0): a value
-// set is the value read back, and an option longer than a page gets the
-// same answer as outside the session.
+// not judge to the kernel unchanged: a value set is the value read back,
+// and an option longer than a page (of which the program sees only the
+// first page) gets the same answer as outside the session.
 func TestSetsockoptPassesOptions(t *testing.T) {
 	f := newFixture(t)
 	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
@@ -324,5 +336,66 @@ func TestSetsockoptPassesOptions(t *testing.T) {
 	}
 	if confined != free {
 		t.Errorf("in the session the kernel answered %q, outside %q", confined, free)
+	}
+}
+
+// TestMPTCPRefusalErrno: a refused MPTCP socket gets EPROTONOSUPPORT where
+// the kernel lets sock_create programs set the error (have_set_retval, as
+// loadSpec finds it here), and the datapath built for a kernel without that
+// helper (have_set_retval = 0, the call pruned) still loads and refuses
+// with EPERM.
+func TestMPTCPRefusalErrno(t *testing.T) {
+	needs.Have(t, needs.Datapath...) // loads BPF programs and creates cgroups
+	// A cgroup of its own: under a sluice datapath, that one's program
+	// would refuse too, and set its own error.
+	cg := filepath.Join(cgroup2Mount(t), fmt.Sprintf("sluice-loadertest-mptcp-%08x", rand.Uint32()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(cg) })
+	for _, tc := range []struct {
+		have uint8
+		want string
+	}{{1, "EPROTONOSUPPORT"}, {0, "EPERM"}} {
+		spec, err := loadSpec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.have == 1 {
+			var got uint8
+			if err := spec.Variables["have_set_retval"].Get(&got); err != nil || got != 1 {
+				t.Logf("this kernel has no bpf_set_retval for sock_create programs (%v): only the EPERM case runs", err)
+				continue
+			}
+		}
+		if err := spec.Variables["have_set_retval"].Set(tc.have); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinNone
+		}
+		var objs sluiceObjects
+		if err := spec.LoadAndAssign(&objs, nil); err != nil {
+			t.Fatalf("have_set_retval=%d: load: %v", tc.have, err)
+		}
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cg, Attach: ebpf.AttachCGroupInetSockCreate, Program: objs.SluiceSockCreate})
+		if err != nil {
+			objs.Close()
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(cg, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSockopts$", "-test.v")
+		cmd.Env = append(os.Environ(), "SLUICE_LOADERTEST_HELPER=mptcp")
+		cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		out, _ := cmd.CombinedOutput()
+		unix.Close(fd)
+		l.Close()
+		objs.Close()
+		if !strings.Contains(string(out), "mptcp="+tc.want+"\n") {
+			t.Errorf("have_set_retval=%d: want %s\n%s", tc.have, tc.want, out)
+		}
 	}
 }

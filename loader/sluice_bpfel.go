@@ -221,6 +221,7 @@ const (
 	sluiceProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
 	sluiceProgSluiceSetsockopt   = "sluice_setsockopt"
 	sluiceProgSluiceSockCreate   = "sluice_sock_create"
+	sluiceVarHaveSetRetval       = "have_set_retval"
 	sluiceVarUnusedCounter       = "unused_counter"
 	sluiceVarUnusedEvent         = "unused_event"
 	sluiceVarUnusedEventFlag     = "unused_event_flag"
@@ -314,6 +315,7 @@ type sluiceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceVariableSpecs struct {
+	HaveSetRetval     *ebpf.VariableSpec `ebpf:"have_set_retval"`
 	UnusedCounter     *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventFlag   *ebpf.VariableSpec `ebpf:"unused_event_flag"`
@@ -382,6 +384,7 @@ func (m *sluiceMaps) Close() error {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceVariables struct {
+	HaveSetRetval     *ebpf.Variable `ebpf:"have_set_retval"`
 	UnusedCounter     *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventFlag   *ebpf.Variable `ebpf:"unused_event_flag"`

@@ -5,7 +5,8 @@
 # dockerd without any networking of its own, and in a container with no
 # network: installs the package, runs `sluice check`, starts the daemon by
 # hand (no systemd there), runs a confined command, purges the package and
-# checks that nothing is left: no files, group, cgroups or pins.
+# checks that nothing is left: no files, group, cgroups or pins. Then
+# README's `make demo` in a fresh Debian with exactly README's packages.
 #
 #   packaging/test-deb.sh [WORKDIR]     as root; WORKDIR keeps the rootfs between runs
 #
@@ -82,4 +83,31 @@ for p in "/sys/fs/bpf/$instance" "$cgmount/$instance"; do
 	if [[ -e $p ]]; then echo "left behind: $p" >&2; left=1; fi
 done
 [[ $left -eq 0 ]]
+
+# README's promise: its commands work on a fresh Debian with Go and exactly
+# the packages it lists (.ci/packages reads them from README). `make demo`
+# there, from a copy of this checkout, with the host's Go, module cache
+# (read-only; the container has no network) and build cache.
+pkgs=$(.ci/packages)
+step "make demo on a fresh Debian with exactly README's packages: $pkgs"
+if [[ ! -e $work/rootfs-readme/usr/bin/make ]]; then
+	rm -rf "$work/rootfs-readme"
+	debootstrap --variant=minbase --include="${pkgs// /,}" "$suite" "$work/rootfs-readme" "$mirror" \
+		>"$work/debootstrap-readme.log" 2>&1 || { tail -20 "$work/debootstrap-readme.log" >&2; exit 1; }
+fi
+tar -C "$work/rootfs-readme" -c . | docker import - "$image-readme" >/dev/null
+rm -rf "$work/src"
+mkdir -p "$work/src"
+git ls-files -z | tar --null -T - -c | tar -x -C "$work/src"
+goroot=$(go env GOROOT)
+docker run --rm --network none --pid host \
+	--cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SYS_PTRACE \
+	--security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+	-v "$cgmount:$cgmount" -v /sys/fs/bpf:/sys/fs/bpf \
+	-v "$goroot:/usr/local/go:ro" -v "$(go env GOMODCACHE):/root/go/pkg/mod:ro" -v "$(go env GOCACHE):/root/.cache/go-build" \
+	-v "$work/src:/src" -w /src \
+	-e PATH=/usr/local/go/bin:/usr/sbin:/usr/bin:/sbin:/bin -e GOFLAGS=-mod=mod -e GOPROXY=off \
+	"$image-readme" make demo >"$work/demo.log" 2>&1 || { tail -30 "$work/demo.log" >&2; exit 1; }
+grep -q '^ok: the confined shell reached' "$work/demo.log" || { tail -30 "$work/demo.log" >&2; exit 1; }
+tail -3 "$work/demo.log"
 echo "test-deb: ok"

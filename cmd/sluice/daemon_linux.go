@@ -86,7 +86,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		MetricsAddr:   pick(o.metricsAddr, fc.MetricsAddr, ""),
 		SessionGroup:  pick(o.sessionGroup, fc.Group, "sluice"),
 		AdminGroup:    pick(o.adminGroup, fc.AdminGroup, ""),
-		Version:       version,
+		Version:       versionString(),
 		Log:           cmd.ErrOrStderr(),
 		Enforcer:      ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,

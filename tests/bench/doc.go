@@ -19,6 +19,15 @@
 //     inside the CIDR set. The connect hook allows it through the LPM lookup
 //     and the kernel then fails it at once for want of a route, so no packet
 //     is ever sent anywhere. This is the cost of the LPM path; no target.
+//   - a program's real cycle on an allowed remote address: socket,
+//     setsockopt SO_LINGER and TCP_NODELAY, connect, close, to a listener on
+//     203.0.113.77, which the driver puts on the loopback interface of the
+//     worker's own fresh network namespace (so every packet stays there)
+//     and the session allows with one CIDR beside the 100,000: the
+//     connect goes through the LPM, every option through the setsockopt
+//     hook, every packet through the egress hook. Target B/A ≤ 1.05. And
+//     setsockopt(TCP_NODELAY) alone, which sluice never refuses but whose
+//     hook it pays for: report only.
 //   - a control: the TCP benchmark with both arms unconfined, whose ratio
 //     shows how far apart two identical arms land on this machine today.
 //     A ratio above its target by less than the control's spread says
@@ -88,6 +97,8 @@
 // Usage (as root, from the module):
 //
 //	go run ./tests/bench -sluice bin/sluice [-rounds 15] [-cidrs 100000] [-scale 1]
+//	go run ./tests/bench -sluice bin/sluice -dns=false -proxy=false -daemon=false -workers 'cycle|control'
+//	                    (only the worker benchmarks whose name matches, beside the `sluice run` rows)
 //	go run ./tests/bench -only daemon [-daemon-rounds 40] [-daemon-idle 100] [-daemon-sessions 1000] [-daemon-clients 6]
 //	go run ./tests/bench -only dns [-dns-rounds 3] [-dns-time 1.5s] [-dns-workers 64] [-dns-cpuprofile dns.prof]
 //	go run ./tests/bench -only proxy [-proxy-rounds 5] [-proxy-time 1s] [-proxy-clients 2]

@@ -38,7 +38,7 @@ func measureWorkers(ctx context.Context, o options, until time.Time, worker stri
 		a := []string{"-op", op, "-n", strconv.Itoa(n), "-warmup", strconv.Itoa(warmup), "-chunks", strconv.Itoa(min(20, n))}
 		return append(a, extra...)
 	}
-	tcpN, udpN, judgedN, cycleN := iters(10_000), iters(60_000), iters(30_000), iters(10_000)
+	tcpN, udpN, judgedN, cycleN, sockoptN := iters(10_000), iters(60_000), iters(30_000), iters(10_000), iters(100_000)
 	const judgedWarmup = 2000
 	addrs4 := joinAddrs(targets(rng, prefixes, true, 64))
 	addrs6 := joinAddrs(targets(rng, prefixes, false, 64))
@@ -50,6 +50,9 @@ func measureWorkers(ctx context.Context, o options, until time.Time, worker stri
 			newNet: true, judged: judgedN + judgedWarmup},
 		{name: "judged IPv6 connect (LPM hit, then EADDRNOTAVAIL)", args: args("connect", judgedN, judgedWarmup, "-addrs", addrs6),
 			newNet: true, judged: judgedN + judgedWarmup},
+		// What the setsockopt hook adds to every option a program sets,
+		// even one it never refuses.
+		{name: "setsockopt TCP_NODELAY (never refused)", args: args("sockopt", sockoptN, 5000)},
 		// A program's real cycle: what a client does per connection to
 		// an allowed remote host, through the LPM and the setsockopt hook.
 		{name: "TCP cycle to an allowed remote address (socket, SO_LINGER, TCP_NODELAY, connect, close; LPM hit)",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -149,7 +150,11 @@ echo done > %[1]s/done
 	t.Logf("%d denials in %v: %d written, %d suppressed", n, elapsed, written, suppressed)
 	most := 1000 + int(100*(elapsed.Seconds()+1)) + 10
 	if written+suppressed <= most {
-		t.Skipf("only %d of %d denials reached sluice: the rate limit was not exercised", written+suppressed, n)
+		// The kernel's ring dropped so many that the limit was never
+		// reached: a failure under SLUICE_REQUIRE_KERNEL=1 (one flood; the
+		// daemon restart in the middle makes a retry a new test).
+		needs.Enough(t, 1, "only %d of %d denials reached sluice: the rate limit was not exercised", written+suppressed, n)
+		return
 	}
 	if written > most || suppressed == 0 || written+suppressed > n {
 		t.Errorf("written %d + suppressed %d of %d denials: want at most %d written and the rest counted as suppressed", written, suppressed, n, most)
