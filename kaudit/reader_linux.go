@@ -25,8 +25,6 @@ const nlgrpReadlog = 1
 type Reader struct {
 	f  *os.File
 	rc syscall.RawConn
-	// received counts the records read, of any type (Watch.Drain).
-	received atomic.Uint64
 	// Lost counts the times the socket's buffer overflowed (ENOBUFS):
 	// records were dropped before they were read.
 	Lost atomic.Uint64
@@ -102,7 +100,6 @@ func (r *Reader) Read(buf []byte, keep func(uint16) bool, wait time.Duration) (R
 		if n < unix.NLMSG_HDRLEN {
 			continue
 		}
-		r.received.Add(1)
 		l := binary.NativeEndian.Uint32(buf[0:4])
 		typ := binary.NativeEndian.Uint16(buf[4:6])
 		if keep != nil && !keep(typ) {
