@@ -1,14 +1,25 @@
-# syntax=docker/dockerfile:1
-#
 # The sluice daemon as a container image. The entrypoint is `sluice daemon`; arguments after
 # the image name are passed on as daemon flags.
 #
 #   docker build -t sluice --build-arg VERSION=$(git describe --always --dirty) .
 #
-# Run it (the tested path is --privileged):
+# It builds on any Docker engine, with or without BuildKit (no `# syntax` line, no
+# `RUN --mount`), and needs no registry beyond the one that holds its two base images, which are
+# build arguments:
+#   GO_IMAGE    a Debian-based image with the Go toolchain on PATH (default golang:1.26-bookworm)
+#   BASE_IMAGE  the runtime image (default debian:bookworm-slim); the binary is static, so
+#               any Linux image with /etc/passwd and /etc/group will do
+# Offline, with local images and no module proxy: `go mod vendor` first (the vendor/ directory
+# joins the context) and pass --build-arg GOFLAGS=-mod=vendor; nothing is then downloaded during
+# the build. tests/docker/images.sh does exactly that with images made by debootstrap.
+#
+# Run it (tests/containere2e runs exactly this, with --network none and its own paths; no
+# --privileged, which not every host allows):
 #
 #   docker run -d --name sluice --restart unless-stopped \
-#     --privileged --cgroupns=host --pid=host --network=host \
+#     --cgroupns=host --pid=host --network=host \
+#     --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH \
+#     -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
 #     -v /sys/fs/bpf:/sys/fs/bpf \
 #     -v /run/sluice:/run/sluice \
 #     -v /etc/sluice:/etc/sluice \
@@ -16,15 +27,17 @@
 #     sluice --group 1001            # a NUMERIC gid: see "users and groups" below
 #
 # Why each option is there:
-#   --privileged         CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN (BPF programs and links, cgroupfs),
-#                        CAP_SETUID/SETGID/SETPCAP (commands run as their users with no
-#                        capabilities), CAP_SYS_PTRACE (exe in audit events), and a writable
-#                        /sys/fs/cgroup. Not tested here, but this may be enough instead:
-#                          --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add BPF --cap-add PERFMON \
-#                          --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH \
-#                          -v /sys/fs/cgroup:/sys/fs/cgroup:rw
-#                        (Docker's default seccomp profile allows bpf() and clone3() only with
-#                        CAP_SYS_ADMIN; CLONE_INTO_CGROUP needs clone3.)
+#   --cap-add ...        CAP_SYS_ADMIN (bpf(), BPF links, cgroupfs, clone3: Docker's default
+#                        seccomp profile allows bpf() and clone3() only with it, and
+#                        CLONE_INTO_CGROUP needs clone3), CAP_NET_ADMIN (cgroup sock_addr
+#                        programs), CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (exe and the caller's
+#                        /proc entries). CAP_SETUID/SETGID/SETPCAP and CAP_KILL are in Docker's
+#                        default set. (Docker 20.10 does not know the names BPF and PERFMON;
+#                        SYS_ADMIN covers them.) --privileged works too, but is not needed.
+#   -v /sys/fs/cgroup    A writable cgroup tree: the daemon creates its sessions' cgroups there,
+#                        and on a hybrid (cgroup v1 + v2) host it moves itself out of the
+#                        container's v1 cgroups at start, so that its sessions, which inherit
+#                        them, survive `docker restart` / `docker stop` of this container.
 #   --cgroupns=host      sluice creates its cgroup at the top of the host's cgroup2 hierarchy.
 #                        Sessions live there, outside the container's cgroup.
 #   -v /sys/fs/bpf:...   REQUIRED. The pins must be on the host's bpffs. Otherwise the daemon
@@ -55,29 +68,32 @@
 #     no user namespace. Names, however, are looked up in the container's /etc/passwd and
 #     /etc/group. So pass --group and --admin-group as numeric gids, and `sluice run --user`
 #     as UID:GID.
-#   - `docker stop` waits (10 s by default) and then SIGKILLs the daemon. That is safe:
-#     enforcement is pinned, and sessions stay confined until a new daemon adopts them.
+#   - `docker stop` sends SIGTERM, then SIGKILL after 10 s. Either is safe: enforcement is
+#     pinned, and sessions stay confined and running until a new daemon adopts them (tested
+#     with `docker restart` mid-session); a `sluice run` waiting on the socket reattaches.
 #     `sluice cleanup` (docker run --rm <same options> --entrypoint sluice sluice cleanup)
 #     removes everything.
 #
 # No clang is needed: the compiled BPF object (loader/sluice_bpfel.o) is committed.
 
-ARG GO_VERSION=1.26
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG BASE_IMAGE=debian:bookworm-slim
 
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
+# -mod=vendor builds from the context's vendor/ directory and downloads nothing.
+ARG GOFLAGS=
 # Dependencies first, so that this layer is reused until go.mod or go.sum change.
 COPY go.mod go.sum ./
-RUN go mod download && go mod verify
+RUN case " $GOFLAGS " in *" -mod=vendor "*) ;; *) go mod download && go mod verify ;; esac
 COPY . .
 ARG VERSION=dev
 # Static binary: os/user then reads /etc/passwd and /etc/group directly (no NSS), which is
 # what a container has anyway.
-RUN --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/sluice ./cmd/sluice
 
-FROM debian:bookworm-slim
+FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="sluice" \
       org.opencontainers.image.description="Kernel-level egress enforcement for AI agents (daemon)" \
       org.opencontainers.image.source="https://github.com/sluice-dev/sluice"

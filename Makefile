@@ -50,6 +50,9 @@ lint:
 unit:
 	$(GO) test -count=1 -p 1 -timeout 20m ./... </dev/null
 	$(GO) test -count=1 -tags sluice_wfp ./userspace/wfp/ </dev/null
+	# The DNS end-to-end tests again, on the DNS path that is not the
+	# default (--dns-path kernel|resolver): both must keep passing.
+	SLUICE_E2E_DNS_PATH=kernel $(GO) test -count=1 -p 1 -timeout 10m ./tests/dnse2e/ ./tests/daemone2e/ </dev/null
 
 # The race detector over the packages whose goroutines share state: the
 # resolver's batched UDP loops, upstream readers and timeout sweep; the
@@ -58,8 +61,10 @@ race:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./dnsresolver/ ./userspace/proxy/ ./allowlist/ </dev/null
 
 # Bounded fuzzing of the parsers that take hostile input: the allowlist
-# file, DNS answers (filtering and the whole resolve path) and the UDP fast
-# path's query parser and answer filter (held to miekg/dns and FilterAnswer).
+# file, DNS answers (filtering and the whole resolve path), the UDP fast
+# path's query parser and answer filter (held to miekg/dns and FilterAnswer),
+# and the kernel DNS path's BPF query and answer judges, run through
+# BPF_PROG_TEST_RUN (root; held to miekg/dns and FilterAnswer too).
 #
 # Each target runs a count of executions (about 20 s each on a 2-CPU
 # runner), not a duration: Go 1.26's fuzz coordinator can report a bare
@@ -72,6 +77,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=$(or $(FUZZTIME),300000x) ./dnsresolver/ </dev/null
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/ </dev/null
 	$(GO) test -run='^$$' -fuzz='^FuzzAcceptWire$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/ </dev/null
+	$(GO) test -run='^$$' -fuzz='^FuzzKDNSQuery$$' -fuzztime=$(or $(FUZZTIME),100000x) ./loader/kdnstest/ </dev/null
+	$(GO) test -run='^$$' -fuzz='^FuzzKDNSAnswer$$' -fuzztime=$(or $(FUZZTIME),150000x) ./loader/kdnstest/ </dev/null
 
 # The whole suite: lint, unit and kernel end-to-end tests, the race
 # detector, bounded fuzzing.

@@ -217,7 +217,78 @@ func (c *Client) Run(ctx context.Context, req CreateRequest, stdio [3]*os.File, 
 	if resp.StatusCode != http.StatusOK {
 		return 0, apiError(resp)
 	}
-	sc := bufio.NewScanner(resp.Body)
+	return readStream(resp.Body, started, fn)
+}
+
+// ErrSessionStreamLost is wrapped by the error of Run and Wait when the
+// daemon went away after the session had started (a crash, a restart):
+// the session goes on, confined, and Wait on the next daemon returns its
+// exit status. errors.As with *StreamLostError gives the session's name.
+var ErrSessionStreamLost = errors.New("the daemon went away before the session ended (daemon restarted?)")
+
+// ErrNoDaemon is wrapped by Wait's error when nothing answers on the
+// socket.
+var ErrNoDaemon = errors.New("no daemon answers")
+
+// ErrNoSuchSession is wrapped by Wait's error when the daemon does not
+// know the session (it ended long ago, or belongs to someone else).
+var ErrNoSuchSession = errors.New("no such session")
+
+// StreamLostError says which session's stream ended without its exit
+// status.
+type StreamLostError struct {
+	Session string
+	Err     error // what ended the stream, if anything did
+}
+
+func (e *StreamLostError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("session %s: %v: %v", e.Session, ErrSessionStreamLost, e.Err)
+	}
+	return fmt.Sprintf("session %s: %v", e.Session, ErrSessionStreamLost)
+}
+
+// Unwrap makes errors.Is(err, ErrSessionStreamLost) hold.
+func (e *StreamLostError) Unwrap() error { return ErrSessionStreamLost }
+
+// Wait reattaches to a running (or lately ended) session after its create
+// stream was lost: started gets the session once the daemon has it, fn
+// its events from now on; the result is the command's exit status.
+func (c *Client) Wait(ctx context.Context, name string, started func(SessionInfo), fn func(audit.Event)) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sluice/v1/sessions/"+name+"/wait", nil)
+	if err != nil {
+		return 0, err
+	}
+	// A fresh connection each time: the last one died with its daemon.
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", c.socket)
+	}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("daemon at %s: %w: %w", c.socket, ErrNoDaemon, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return 0, fmt.Errorf("%w: %w", ErrNoSuchSession, apiError(resp))
+	case resp.StatusCode != http.StatusOK:
+		return 0, apiError(resp)
+	}
+	code, err := readStream(resp.Body, started, fn)
+	var lost *StreamLostError
+	if errors.As(err, &lost) && lost.Session == "" {
+		lost.Session = name
+	}
+	return code, err
+}
+
+// readStream reads a session stream (a create response, or a wait) up to
+// its exit status.
+func readStream(body io.Reader, started func(SessionInfo), fn func(audit.Event)) (int, error) {
+	var session string
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var m StreamMessage
@@ -225,8 +296,11 @@ func (c *Client) Run(ctx context.Context, req CreateRequest, stdio [3]*os.File, 
 			continue
 		}
 		switch {
-		case m.Session != nil && started != nil:
-			started(*m.Session)
+		case m.Session != nil:
+			session = m.Session.Name
+			if started != nil {
+				started(*m.Session)
+			}
 		case m.Event != nil && fn != nil:
 			fn(*m.Event)
 		case m.Exit != nil:
@@ -235,7 +309,14 @@ func (c *Client) Run(ctx context.Context, req CreateRequest, stdio [3]*os.File, 
 			return 0, errors.New(m.Error)
 		}
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+	err := sc.Err()
+	if errors.Is(err, syscall.ECONNRESET) {
+		err = nil
+	}
+	if session != "" {
+		return 0, &StreamLostError{Session: session, Err: err}
+	}
+	if err != nil {
 		return 0, fmt.Errorf("daemon stream: %w", err)
 	}
 	return 0, errors.New("daemon: the session stream ended without an exit status (daemon restarted?)")

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -201,6 +202,50 @@ func TestRunStreamWithoutExitIsAnError(t *testing.T) {
 	d.wait(t)
 	if err == nil {
 		t.Fatalf("exit %d and no error for a stream that ended without an exit status", code)
+	}
+}
+
+// The lost stream names its session, so that the client can reattach.
+func TestRunStreamLostNamesTheSession(t *testing.T) {
+	b, _ := json.Marshal(StreamMessage{Session: &SessionInfo{Name: "run-9-lost"}})
+	d := newFakeDaemon(t, http.StatusOK, string(b)+"\n")
+	_, err := NewClient(d.path).Run(context.Background(), CreateRequest{Argv: []string{"true"}}, stdioFiles(t), nil, nil)
+	d.wait(t)
+	var lost *StreamLostError
+	if !errors.As(err, &lost) || lost.Session != "run-9-lost" || !errors.Is(err, ErrSessionStreamLost) {
+		t.Fatalf("err = %v, want a *StreamLostError for run-9-lost", err)
+	}
+}
+
+// Wait reads a reattached stream to its exit status; a daemon that does
+// not know the session, or no daemon at all, are told apart.
+func TestWait(t *testing.T) {
+	var reply strings.Builder
+	for _, m := range []StreamMessage{{Session: &SessionInfo{Name: "run-9-x"}},
+		{Event: &audit.Event{Type: audit.EgressDenied, Message: "late"}}, {Exit: ptr(42)}} {
+		b, _ := json.Marshal(m)
+		reply.Write(append(b, '\n'))
+	}
+	d := newFakeDaemon(t, http.StatusOK, reply.String())
+	var started, events int
+	code, err := NewClient(d.path).Wait(context.Background(), "run-9-x",
+		func(SessionInfo) { started++ }, func(audit.Event) { events++ })
+	r := d.wait(t)
+	if err != nil || code != 42 || started != 1 || events != 1 {
+		t.Fatalf("Wait = %d, %v (started %d, events %d), want 42", code, err, started, events)
+	}
+	if r.req.Method != http.MethodGet || r.req.URL.Path != "/v1/sessions/run-9-x/wait" {
+		t.Errorf("request %s %s", r.req.Method, r.req.URL.Path)
+	}
+
+	d = newFakeDaemon(t, http.StatusNotFound, `{"error":"no session \"run-9-x\""}`)
+	if _, err := NewClient(d.path).Wait(context.Background(), "run-9-x", nil, nil); !errors.Is(err, ErrNoSuchSession) {
+		t.Errorf("404: err = %v, want ErrNoSuchSession", err)
+	}
+	d.wait(t)
+
+	if _, err := NewClient(filepath.Join(t.TempDir(), "none.sock")).Wait(context.Background(), "run-9-x", nil, nil); !errors.Is(err, ErrNoDaemon) {
+		t.Errorf("no socket: err = %v, want ErrNoDaemon", err)
 	}
 }
 

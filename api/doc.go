@@ -13,4 +13,9 @@
 //   - The client passes the command's stdin, stdout and stderr with the
 //     create request (SCM_RIGHTS), so that the daemon spawns the command
 //     itself and no process ever runs unconfined.
+//   - A create stream that ends without an exit status means the daemon
+//     went away, not that the command ended: Run then returns a
+//     *StreamLostError naming the session, and Wait reattaches to it on
+//     the next daemon, which knows the status even of a command that
+//     ended while no daemon ran (package exitstatus).
 package api

@@ -150,6 +150,8 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dns_origins SEC(".maps");
 
+#include "kdns.h"
+
 /* Set by the loader before loading: whether this kernel lets sock_create
  * programs call bpf_set_retval (Linux 5.18+). A constant to the verifier, so
  * on older kernels it prunes the call and the datapath still loads; a
@@ -288,6 +290,81 @@ static __always_inline int judge_addr(struct verdict *v)
 
 #define LOOPBACK4 0x7f000001
 
+/* kdns_redirect points a UDP DNS socket of a session on the kernel path
+ * at the session's upstream (see kdns.h). Returns 0 when the session has
+ * none for this family: the socket goes to the session's resolver. */
+static __always_inline int kdns_redirect(struct bpf_sock_addr *ctx, __u64 cg, int v6, int mapped)
+{
+	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &cg);
+
+	if (!ks || !(ks->flags & KDNS_ON))
+		return 0;
+	if (!v6) {
+		if (!ks->up4)
+			return 0;
+		ctx->user_ip4 = ks->up4;
+		ctx->user_port = ks->port4;
+		return 1;
+	}
+	if (mapped) {
+		if (!ks->up4)
+			return 0;
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0xffff);
+		ctx->user_ip6[3] = ks->up4;
+		ctx->user_port = ks->port4;
+		return 1;
+	}
+	/* A native IPv6 server needs an IPv6 upstream: sendmsg6 cannot
+	 * rewrite to a v4-mapped address (ENOTSUPP), so without one the
+	 * socket goes to the resolver on ::1. */
+	if (!(ks->up6[0] | ks->up6[1] | ks->up6[2] | ks->up6[3]))
+		return 0;
+	ctx->user_ip6[0] = ks->up6[0];
+	ctx->user_ip6[1] = ks->up6[1];
+	ctx->user_ip6[2] = ks->up6[2];
+	ctx->user_ip6[3] = ks->up6[3];
+	ctx->user_port = ks->port6;
+	return 1;
+}
+
+/* kdns_restore makes an answer of the session's upstream on a redirected
+ * socket look as if the server the program asked sent it. */
+static __always_inline int kdns_restore(struct bpf_sock_addr *ctx, int v6)
+{
+	struct bpf_sock *sk = ctx->sk;
+	if (!sk)
+		return 0;
+	struct dns_orig *o = bpf_sk_storage_get(&dns_origins, sk, 0, 0);
+	if (!o || o->pad != 1)
+		return 0;
+	__u64 cg = bpf_get_current_cgroup_id();
+	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &cg);
+	if (!ks)
+		return 0;
+	__u32 port = ctx->user_port;
+	if (!v6) {
+		if (ctx->user_ip4 != ks->up4 || port != ks->port4 || !is_v4mapped(o->ip))
+			return 0;
+		ctx->user_ip4 = o->ip[3];
+	} else {
+		__u32 a0 = ctx->user_ip6[0], a1 = ctx->user_ip6[1];
+		__u32 a2 = ctx->user_ip6[2], a3 = ctx->user_ip6[3];
+		int m4 = !a0 && !a1 && a2 == bpf_htonl(0xffff) && a3 == ks->up4 && port == ks->port4;
+		int m6 = a0 == ks->up6[0] && a1 == ks->up6[1] && a2 == ks->up6[2] && a3 == ks->up6[3] &&
+			 port == ks->port6;
+		if (!m4 && !m6)
+			return 0;
+		ctx->user_ip6[0] = o->ip[0];
+		ctx->user_ip6[1] = o->ip[1];
+		ctx->user_ip6[2] = o->ip[2];
+		ctx->user_ip6[3] = o->ip[3];
+	}
+	ctx->user_port = o->port;
+	return 1;
+}
+
 /* redirect_dns sends port-53 traffic of a session with a resolver to that
  * resolver, whatever server the program asked for (resolv.conf, 8.8.8.8,
  * 127.0.0.53), and remembers the original for recvmsg and getpeername.
@@ -308,6 +385,11 @@ static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 i
 		return 0; /* judged normally: fails closed unless allowed */
 	__builtin_memcpy(o->ip, ip, 16);
 	o->port = bpf_htons(53);
+	o->pad = 0;
+	if (ctx->type == SOCK_DGRAM && kdns_redirect(ctx, cg, v6, mapped)) {
+		o->pad = 1;
+		return 1;
+	}
 	if (!v6) {
 		ctx->user_ip4 = bpf_htonl(LOOPBACK4);
 		ctx->user_port = s->dns_port4;
@@ -450,6 +532,9 @@ static __always_inline int restore_dns(struct bpf_sock_addr *ctx, int v6)
 {
 	__u32 port = ctx->user_port;
 	int v4src;
+
+	if (kdns_restore(ctx, v6))
+		return 1;
 
 	if (!v6) {
 		if (ctx->user_ip4 != bpf_htonl(LOOPBACK4))

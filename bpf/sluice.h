@@ -37,7 +37,7 @@ struct session {
 struct dns_orig {
 	__u32 ip[4]; /* network order, IPv4 as ::ffff:a.b.c.d */
 	__u16 port;  /* network order */
-	__u16 pad;
+	__u16 pad;   /* 1: sent to the session's upstream (kdns.h), 0: to its resolver */
 };
 
 /* Index of a counter in struct counters. */
@@ -168,3 +168,108 @@ struct unix_event {
 };
 
 #endif
+
+/* ---- The kernel DNS path (kdns.h, issue 13) ---- */
+
+#define KDNS_MAX_SESSIONS MAX_SESSIONS
+#define KDNS_MAX_NAMES (64 * 1024)
+#define KDNS_MAX_QUERIES (16 * 1024)
+#define KDNS_RINGBUF_SIZE (256 * 1024)
+#define KDNS_MSG_MAX 512 /* bytes of a message an event carries */
+
+/* kdns_session.flags */
+#define KDNS_ON 1 /* UDP DNS of the session goes to its upstream */
+
+/* A session's kernel DNS path, keyed by cgroup id. Addresses and ports in
+ * network order; up4 == 0: no IPv4 upstream; up6 all zero: none. TTLs in
+ * seconds. */
+struct kdns_session {
+	__u32 flags;
+	__u32 up4;
+	__u32 up6[4];
+	__u16 port4;
+	__u16 port6;
+	__u32 min_ttl;
+	__u32 max_ttl;
+	__u32 grace;
+	__u32 max_ips;
+	__u32 pad;
+};
+
+/* kdns_name.flags */
+#define KDNS_NAME_EXACT 1        /* the name itself is allowed */
+#define KDNS_NAME_WILD 2         /* names strictly under it are allowed */
+#define KDNS_NAME_EXACT_PRIVATE 4 /* ...with allow_private */
+#define KDNS_NAME_WILD_PRIVATE 8
+
+/* An allowed name (or wildcard's domain), keyed by session and a 64-bit
+ * FNV-1a hash of its lower-case wire form taken from the last byte to the
+ * first. The hash is unkeyed, so a match is confirmed by comparing bytes. */
+struct kdns_name_key {
+	__u64 session;
+	__u64 hash;
+};
+
+struct kdns_name {
+	__u32 flags;
+	__u32 len; /* of the wire form, root label included */
+	__u8 name[256];
+};
+
+/* A query in flight, keyed by the socket's cookie and the query ID. */
+struct kdns_query_key {
+	__u64 cookie;
+	__u32 id;
+	__u32 pad;
+};
+
+/* kdns_query.state */
+#define KDNS_Q_KERNEL 1 /* the kernel judges the answer */
+#define KDNS_Q_USER 2   /* user space answers: the answer passes unjudged */
+
+struct kdns_query {
+	__u64 session;
+	__u64 ts; /* CLOCK_BOOTTIME ns */
+	__u32 upstream[4]; /* IPv4 as ::ffff:a.b.c.d */
+	__u16 uport;       /* network order */
+	__u8 state;
+	__u8 allow_private;
+	__u16 qtype;
+	__u16 name_len;
+	__u8 name[256]; /* lower case wire form */
+};
+
+/* kdns_event.kind */
+#define KDNS_EV_QUERY 1  /* a query the kernel did not pass: answer it */
+#define KDNS_EV_ANSWER 2 /* an answer the kernel could not judge: msg is its start */
+
+/* kdns_event.why */
+enum kdns_why {
+	KDNS_WHY_NOT_LISTED = 1,
+	KDNS_WHY_NOT_CANONICAL = 2,
+	KDNS_WHY_QTYPE = 3,
+	KDNS_WHY_TRUNCATED = 4,
+	KDNS_WHY_RECORDS = 5, /* an owner, type or section it does not judge */
+	KDNS_WHY_PRIVATE = 6,
+	KDNS_WHY_TTL = 7,     /* above the session's maximum: needs clamping */
+	KDNS_WHY_CAP = 8,
+	KDNS_WHY_MAP_FULL = 9,
+	KDNS_WHY_TOO_BIG = 10,
+};
+
+struct kdns_event {
+	__u64 session;
+	__u64 cookie;
+	__u8 kind;
+	__u8 why;
+	__u8 family; /* of the datagram: AF_INET or AF_INET6 */
+	__u8 pad;
+	__u16 len;   /* bytes of msg used */
+	__u16 client_port;   /* host order */
+	__u8 client[16];     /* the asking socket's address, IPv4 as ::ffff:a.b.c.d */
+	__u8 upstream[16];
+	__u16 upstream_port; /* host order */
+	__u16 pad2;
+	__u32 pid;
+	__u8 msg[KDNS_MSG_MAX];
+};

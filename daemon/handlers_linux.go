@@ -30,6 +30,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{name}", s.handleShow)
 	mux.HandleFunc("DELETE /v1/sessions/{name}", s.handleKill)
 	mux.HandleFunc("POST /v1/sessions/{name}/signal", s.handleSignal)
+	mux.HandleFunc("GET /v1/sessions/{name}/wait", s.handleWait)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/allowlist", s.handleAllowlist)
 	mux.HandleFunc("POST /v1/allowlist", s.handleAllow)
@@ -282,7 +283,16 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 		s.dropSession(ss)
 		return nil, err
 	}
+	// The supervisor writes the command's status here, for this daemon or
+	// the next one (package exitstatus).
+	status, err := s.openExitStatus(ss.info.Name)
+	if err != nil {
+		s.dropSession(ss)
+		return nil, fail(http.StatusInternalServerError, "exit status file: %v", err)
+	}
+	spec.ExitStatus = status
 	cmd, err := es.Start(spec)
+	status.Close()
 	if err != nil {
 		close(ss.started)
 		s.dropSession(ss)
@@ -292,6 +302,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	ss.info.PID = cmd.Process.Pid
 	s.sandboxStarted(cmd.Process.Pid, ss.info.Name)
 	ss.info.Hidden = hid
+	_ = ss.save() // with the pid, for the next daemon's signals
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
 		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s", ss.info.Name, req.Argv[0], sandbox.StartedNote(hid))})
 	close(ss.started)
@@ -311,6 +322,7 @@ func policyStrings(es *enforcer.Session) []string {
 func (s *Server) dropSession(ss *session) {
 	_ = ss.s.Close()
 	_ = os.Remove(s.recordPath(ss.info.Name))
+	_ = os.Remove(s.exitPath(ss.info.Name))
 	s.mu.Lock()
 	delete(s.sessions, ss.info.Name)
 	s.mu.Unlock()
@@ -345,7 +357,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 			ss.mu.Lock()
 			code := ss.exit
 			ss.mu.Unlock()
-			_ = enc.Encode(api.StreamMessage{Exit: &code})
+			if code < 0 {
+				// Only a re-adopted session whose supervisor left no status.
+				_ = enc.Encode(api.StreamMessage{Error: fmt.Sprintf("session %s ended; its exit status is unknown (it was not recorded across the daemon restart)", ss.info.Name)})
+			} else {
+				_ = enc.Encode(api.StreamMessage{Exit: &code})
+			}
 			if fl != nil {
 				fl.Flush()
 			}
@@ -446,7 +463,16 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ss.cmd == nil || ss.cmd.Process == nil {
-		writeErr(w, fail(http.StatusConflict, "session %s was re-adopted: its command is not the daemon's child; kill the session instead", ss.info.Name))
+		if ss.pidfd < 0 {
+			writeErr(w, fail(http.StatusConflict, "session %s was re-adopted and its first process is unknown; kill the session instead", ss.info.Name))
+			return
+		}
+		// Re-adopted: the supervisor, through the pidfd taken at adoption.
+		if err := unix.PidfdSendSignal(ss.pidfd, sig, nil, 0); err != nil {
+			writeErr(w, fail(http.StatusConflict, "signal: %v", err))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.info.Name})
 		return
 	}
 	if err := ss.cmd.Process.Signal(sig); err != nil {

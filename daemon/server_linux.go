@@ -77,6 +77,7 @@ type Server struct {
 	mu       sync.Mutex
 	allowMu  sync.Mutex // serialises read-modify-write of the allowlist file
 	sessions map[string]*session
+	ended    endedSessions             // for clients that reattach after a restart
 	orphans  map[string]*audit.Limiter // rate limits of sessions no daemon owns, by name (their programs flood too)
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -139,6 +140,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.emit(audit.Event{Type: audit.DaemonStarted, Message: fmt.Sprintf("sluice daemon %s started, allowlist %s (%d entries)", cfg.Version, cfg.AllowlistPath, policy.Len())})
 	s.adoptAll()
+	// Running containers too, before any waiting event is read, so that
+	// their denials while no daemon ran are told as theirs.
+	s.attachContainers(map[string]time.Time{})
 	return s, nil
 }
 
@@ -194,6 +198,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- s.api.Serve(s.ln) }()
+	go s.watchContainers()
 	if s.cfg.MetricsAddr != "" {
 		ap, err := netip.ParseAddrPort(s.cfg.MetricsAddr)
 		if err != nil || !ap.Addr().IsLoopback() {

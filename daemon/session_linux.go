@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
@@ -33,6 +35,7 @@ type session struct {
 	info      api.SessionInfo
 	requested *allowlist.Policy // what the client asked for; nil = the machine's
 	cmd       *exec.Cmd         // nil after a re-adoption
+	pidfd     int               // after a re-adoption: the supervisor's, or -1
 	// proxyPort is the port the command's proxy variables name; after an
 	// adoption that could not serve it again, still the record's.
 	proxyPort uint16
@@ -58,6 +61,9 @@ type record struct {
 	DNSPort6  uint16    `json:"dns_port6"`
 	ProxyPort uint16    `json:"proxy_port,omitempty"` // named by the command's *_PROXY variables; served there again after a restart
 	Parent    string    `json:"parent,omitempty"`
+	// PID is the session's first process: since sessions have a
+	// supervisor (package exitstatus), the one a restarted daemon signals.
+	PID int `json:"pid,omitempty"`
 }
 
 func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDir(), name+".json") }
@@ -65,7 +71,7 @@ func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDi
 func (ss *session) save() error {
 	p4, p6 := ss.s.DNSPorts()
 	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6,
-		ProxyPort: ss.proxyPort, Parent: ss.info.Parent}
+		ProxyPort: ss.proxyPort, Parent: ss.info.Parent, PID: ss.info.PID}
 	if len(ss.info.Argv) > 0 {
 		r.Argv0 = ss.info.Argv[0]
 	}
@@ -180,6 +186,10 @@ func (ss *session) waitCommand() {
 		}
 	} else if err := ss.s.WaitEmpty(ss.srv.stop); err != nil {
 		return // daemon stopping: leave the session to the next daemon
+	} else {
+		// Re-adopted: the command was not this daemon's child, but its
+		// supervisor left the status behind.
+		code = ss.srv.adoptedExit(ss.info.Name)
 	}
 	ss.end(code)
 }
@@ -197,6 +207,10 @@ func (ss *session) end(code int) {
 		ss.reportSuppressed(n)
 	}
 	_ = os.Remove(ss.srv.recordPath(ss.info.Name))
+	_ = os.Remove(ss.srv.exitPath(ss.info.Name))
+	if ss.cmd == nil && ss.pidfd >= 0 {
+		_ = unix.Close(ss.pidfd)
+	}
 	// Publish while the session is still known, so its owner's event
 	// stream (filtered by session) gets the end too.
 	e := audit.Event{Type: audit.SessionEnded, Session: ss.info.Name, Message: fmt.Sprintf("session %s ended", ss.info.Name)}
@@ -210,12 +224,18 @@ func (ss *session) end(code int) {
 	ss.mu.Lock()
 	ss.exit = code
 	ss.mu.Unlock()
+	// A copy without the closed enforcer session, for clients that
+	// reattach after a restart (reattach_linux.go).
+	ss.srv.ended.add(&session{srv: ss.srv, info: ss.info, done: closedChan(), started: closedChan(), exit: code})
 	close(ss.done)
 }
 
 // infoNow is the session's info with live counters.
 func (ss *session) infoNow() api.SessionInfo {
 	info := ss.info
+	if ss.s == nil {
+		return info // ended before this daemon started (endedWhileDown)
+	}
 	for _, e := range ss.s.Policy().Entries() {
 		info.Policy = append(info.Policy, e.String())
 	}
@@ -255,6 +275,10 @@ func (s *Server) adoptAll() {
 			continue
 		}
 		if err := s.adopt(r); err != nil {
+			if s.endedWhileDown(r) {
+				_ = os.Remove(path)
+				continue
+			}
 			s.emit(audit.Event{Type: audit.SessionEnded, Session: r.Name, Message: fmt.Sprintf("session %s not adopted: %v", r.Name, err)})
 			_ = os.Remove(path)
 		}
@@ -281,6 +305,10 @@ func (s *Server) adopt(r record) error {
 	ss.s = es
 	if err := es.SetPolicy(policy); err != nil {
 		return err
+	}
+	ss.pidfd = -1
+	if fd, ok := supervisorPidfd(r.PID, r.Name); ok {
+		ss.pidfd, ss.info.PID = fd, r.PID
 	}
 	s.mu.Lock()
 	s.sessions[r.Name] = ss

@@ -40,6 +40,11 @@ const (
 	// unix sockets (sandbox.RefuseUserNamespaces says why they are
 	// refused).
 	ShimAllowUserNS = "--allow-userns"
+	// ShimExitFD N, before the other arguments, makes the shim the
+	// session's supervisor: it runs the shim with the rest of its
+	// arguments as its child and writes the child's exit status to
+	// descriptor N (package exitstatus). The daemon's sessions use it.
+	ShimExitFD = "--exit-fd"
 )
 
 // SandboxSpec is what a session's command may touch besides the network
@@ -167,6 +172,12 @@ type CommandSpec struct {
 	ExtraFiles []*os.File
 	// User is whom the command runs as; uid 0 is refused when it starts.
 	User cgroups.SpawnOptions
+	// ExitStatus, when set, is a file the command's exit status is written
+	// to when it ends, by a supervisor that stays the session's first
+	// process (package exitstatus): a daemon that restarts meanwhile still
+	// learns it. The caller opens it (the supervisor runs as User) and
+	// closes its copy once the command has started.
+	ExitStatus *os.File
 	// Sandbox is what the command may touch besides the network; the
 	// zero value is every layer on.
 	Sandbox SandboxSpec
@@ -205,6 +216,16 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 	}
 	env = append(env, SessionEnv+"="+session)
 	args := shimArgs(shim, c.Path, c.Argv, c.Sandbox)
+	extra := c.ExtraFiles
+	if c.ExitStatus != nil {
+		if len(c.ExtraFiles) > 0 {
+			return nil, errors.New("a supervised command (ExitStatus) takes no ExtraFiles: the supervisor's descriptor 3 is its exit status")
+		}
+		// ExtraFiles[0] is descriptor 3 in the shim, which then stays as
+		// the command's supervisor (ShimExitFD).
+		args = append([]string{args[0], args[1], ShimExitFD, "3"}, args[2:]...)
+		extra = []*os.File{c.ExitStatus}
+	}
 	return &exec.Cmd{
 		Path:       shim,
 		Args:       args,
@@ -213,7 +234,7 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 		Stdin:      c.Stdin,
 		Stdout:     c.Stdout,
 		Stderr:     c.Stderr,
-		ExtraFiles: c.ExtraFiles,
+		ExtraFiles: extra,
 	}, nil
 }
 

@@ -233,3 +233,28 @@ func TestBuildDefaultsToTheSandbox(t *testing.T) {
 		t.Errorf("default shim args %q: %+v %v", cmd.Args, o, err)
 	}
 }
+
+// A session with an exit-status file runs its command under the shim's
+// supervisor, which gets the file as descriptor 3 and names it before the
+// shim's own arguments, which it passes on to its child.
+func TestBuildPassesTheExitStatusFile(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "exit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spec := CommandSpec{Path: "/bin/true", Argv: []string{"true"}, ExitStatus: f}
+	cmd, err := spec.build(testShim, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmd.Args) < 4 || cmd.Args[2] != ShimExitFD || cmd.Args[3] != "3" {
+		t.Fatalf("Args = %q, want %s 3 first", cmd.Args, ShimExitFD)
+	}
+	if o, err := ParseShimArgs(cmd.Args[4:]); err != nil || o.Path != "/bin/true" || !slices.Equal(o.Argv, []string{"true"}) {
+		t.Errorf("the supervisor's child gets %q: %+v %v", cmd.Args[4:], o, err)
+	}
+	if len(cmd.ExtraFiles) != 1 || cmd.ExtraFiles[0] != f {
+		t.Errorf("ExtraFiles = %v, want the exit-status file as descriptor 3", cmd.ExtraFiles)
+	}
+}

@@ -22,6 +22,11 @@ type DNSOptions struct {
 	ObserveUpstream func(time.Duration)
 	// OnQuery receives each query's verdict (for the metrics).
 	OnQuery func(verdict string)
+	// Path is where UDP DNS goes: DNSPathResolver (the zero value's
+	// meaning) or DNSPathKernel. A session that cannot take the kernel
+	// path (no usable upstream) stays on the resolver's: KernelDNS says
+	// which, KernelDNSError why.
+	Path DNSPath
 
 	preferPort4, preferPort6 uint16 // Adopt: the ports the datapath already redirects to
 }
@@ -40,7 +45,11 @@ func (l sessionLearner) Learn(a netip.Addr, expires time.Duration) error {
 	return err
 }
 
-func (l sessionLearner) Forget(a netip.Addr) error { return l.dp.Forget(l.id, a) }
+// Forget removes a only once its entry has expired: the kernel DNS path
+// may have extended it since the resolver learned it.
+func (l sessionLearner) Forget(a netip.Addr) error {
+	return l.dp.ForgetExpired(l.id, a, loader.BootTime())
+}
 
 // startResolver starts the session's resolver on loopback and points the
 // session's DNS redirection at it.
@@ -70,11 +79,45 @@ func (s *Session) startResolver(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
-	if err := r.ListenLoopbackOn(d.preferPort4, d.preferPort6); err != nil {
+	if err := inNetNS(s.netns, func() error { return r.ListenLoopbackOn(d.preferPort4, d.preferPort6) }); err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
 	s.resolver = r
 	p4, p6 := r.Ports()
 	s.cfg.DNSPort4, s.cfg.DNSPort6 = p4, p6
-	return s.e.dp.SetSession(s.cg.ID(), s.cfg)
+	if err := s.e.dp.SetSession(s.cg.ID(), s.cfg); err != nil {
+		return err
+	}
+	if d.Path == DNSPathKernel {
+		if err := s.startKDNS(opts, ups); err != nil {
+			s.kdnsErr = err
+		} else {
+			s.kdnsStop = make(chan struct{})
+			go s.sweepKernelLearned(s.kdnsStop)
+		}
+	} else {
+		// An adopted session may have been on the kernel path.
+		_ = s.e.dp.ClearKDNS(s.cg.ID())
+	}
+	return nil
+}
+
+// KernelDNSError says why a session that asked for the kernel DNS path is
+// not on it (nil when it is, or never asked).
+func (s *Session) KernelDNSError() error { return s.kdnsErr }
+
+// sweepKernelLearned is the garbage collector of what the kernel DNS path
+// learned: entries a few seconds past their expiry (the kernel already
+// refuses them; until then a denial can still say "TTL expired").
+func (s *Session) sweepKernelLearned(stop <-chan struct{}) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			_, _ = s.e.dp.SweepLearned(s.cg.ID(), loader.BootTime()-5*time.Second)
+		}
+	}
 }

@@ -22,4 +22,16 @@
 //     socket-family shim. Whatever else confines a session's processes
 //     (namespaces, a private /proc, hidden paths) belongs in that builder,
 //     so the embedded enforcer and the daemon cannot drift apart.
+//   - DNS takes one of two paths (DNSOptions.Path): the session's resolver
+//     for every query, or the kernel path (kdns_linux.go), where UDP DNS
+//     goes straight to the upstream and the datapath judges queries and
+//     learns answers itself; the resolver then answers only what the kernel
+//     hands over (refusals, non-canonical queries, answers it cannot judge)
+//     and injects the reply through a raw socket in the client's network
+//     namespace with the upstream as its source. A session that cannot take
+//     the kernel path (no IP upstream, an allowlist hash collision) stays on
+//     the resolver's and says why (KernelDNSError). The kernel keeps no
+//     cache: an answer must come from the upstream for the kernel to judge
+//     it, and cgroup skb programs cannot answer a query themselves, so a
+//     cache would mean the user-space hop the path exists to avoid.
 package enforcer

@@ -53,6 +53,7 @@ type Enforcer struct {
 	cfg  Config
 	root *cgroups.Root
 	dp   *loader.Datapath
+	kdns kdnsServer // answers what the kernel DNS path hands over
 }
 
 // Open prepares the sluice cgroup root and the datapath (loading, pinning
@@ -100,6 +101,12 @@ type Options struct {
 	// ring buffer (a daemon reads them all there) instead of a ring buffer
 	// of its own, which costs two RCU grace periods per session.
 	SharedEvents bool
+	// NetNS, when set, is the network namespace the session's processes
+	// use (a container's): the resolver and the proxy listen on its
+	// loopback, where the datapath sends their DNS and they find the
+	// proxy. Upstream queries and proxied connections still leave from
+	// the enforcer's own namespace.
+	NetNS *os.File
 	// UnixSockets are unix sockets the session may reach besides its
 	// policy's and the built-in list (BuiltinUnixSockets): the daemon's
 	// API socket.
@@ -120,7 +127,9 @@ type Session struct {
 	proxyAddr netip.AddrPort
 	proxyErr  error // Adopt: why the proxy could not be restarted
 	adopted   bool
+	attached  bool // AttachSession: the cgroup is someone else's (a container's)
 	closed    bool
+	netns     *os.File // AttachSession: where the listeners live; nil: ours
 	// registered: the session's entry is in the datapath (SetSession
 	// applies to it from then on).
 	registered bool
@@ -130,6 +139,13 @@ type Session struct {
 	// loopbackStrict: the session was in loopback "session" mode at some
 	// point, so it may have loopback port entries to remove.
 	loopbackStrict bool
+	// The kernel DNS path (kdns_linux.go): its configuration when the
+	// session is on it, its own ring buffer, and why it is not when it
+	// was asked for.
+	kdnsCfg    *loader.KDNSConfig
+	kdnsEvents *ringbuf.Reader
+	kdnsErr    error
+	kdnsStop   chan struct{}
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -157,52 +173,94 @@ func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	if s.cg, err = e.root.NewSession(name); err != nil {
 		return nil, fmt.Errorf("create session cgroup: %w", err)
 	}
+	if err := s.configure(opts); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// AttachSession makes the existing cgroup name, a child of the sluice
+// root that someone else created (a container engine given the root as its
+// cgroup parent), a session: until now the datapath refused its every
+// connection as belonging to no session; from now on it gets opts.Policy.
+// With opts.NetNS its resolver and proxy listen in that network
+// namespace, the one its processes use. Close removes the session's
+// datapath entries, and its cgroup if it is empty.
+func (e *Enforcer) AttachSession(name string, opts Options) (*Session, error) {
+	lock, err := os.OpenFile(filepath.Join(e.cfg.sessionDir(), name+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create session lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock session %s: %w", name, err)
+	}
+	s := &Session{e: e, lock: lock, policy: opts.Policy, attached: true}
+	if s.cg, err = e.root.Session(name); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if err := s.configure(opts); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// configure writes a new session's policy into the datapath, starts its
+// resolver and proxy, and applies its limits.
+func (s *Session) configure(opts Options) error {
+	e := s.e
+	s.netns = opts.NetNS
 	if opts.Audit {
 		s.cfg.Flags |= loader.FlagAudit
 	}
 	id := s.cg.ID()
 	if opts.Policy != nil {
 		if err := e.dp.AddCIDRs(id, opts.Policy.Prefixes()); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.unixExtra = slices.Clone(opts.UnixSockets)
 	if err := s.applyLocal(opts.Policy.Local()); err != nil {
-		return nil, err
+		return err
 	}
 	if opts.SharedEvents {
 		if err := e.dp.AddSessionShared(id, s.cfg); err != nil {
-			return nil, err
+			return err
 		}
-	} else if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
-		return nil, err
+	} else {
+		var err error
+		if s.events, err = e.dp.AddSession(id, s.cfg); err != nil {
+			return err
+		}
 	}
 	s.registered = true
 	if opts.DNS != nil {
 		if err := s.startResolver(opts); err != nil {
-			return nil, err
+			return err
 		}
 		if err := s.registerListeners(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.Proxy != nil {
 		if err := s.startProxy(opts); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.PidsMax > 0 {
 		if err := s.cg.SetPidsMax(opts.PidsMax); err != nil {
-			return nil, fmt.Errorf("--pids-max: %w", err)
+			return fmt.Errorf("--pids-max: %w", err)
 		}
 	}
 	if opts.MemoryMax > 0 {
 		if err := s.cg.SetMemoryMax(opts.MemoryMax); err != nil {
-			return nil, fmt.Errorf("--memory-max: %w", err)
+			return fmt.Errorf("--memory-max: %w", err)
 		}
 	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 // Name is the session's name (its cgroup's name).
@@ -333,7 +391,25 @@ func (s *Session) FlushEvents() error {
 func (s *Session) Counters() (loader.Counters, error) { return s.e.dp.Counters(s.cg.ID()) }
 
 // Kill kills every process left in the session.
-func (s *Session) Kill() error { return s.cg.Kill() }
+func (s *Session) Kill() error {
+	if s.replaced() {
+		return nil // another cgroup by the same name: not this session's
+	}
+	return s.cg.Kill()
+}
+
+// replaced reports whether an attached session's cgroup is gone, or has
+// been replaced by another of the same name (a restarted container gets
+// its cgroup back under the same path at once). Paths are then no longer
+// this session's: it must not kill, wait on or remove through them.
+// Sessions this package names (run-*) are never replaced.
+func (s *Session) replaced() bool {
+	if !s.attached || s.cg == nil {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Stat(s.cg.Path(), &st) != nil || st.Ino != s.cg.ID()
+}
 
 // Close kills what is left in the session and removes its cgroup, its
 // datapath entries and its lock file.
@@ -343,6 +419,15 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	if s.cg != nil {
+		s.e.kdns.remove(s.cg.ID())
+	}
+	if s.kdnsStop != nil {
+		close(s.kdnsStop)
+	}
+	if s.kdnsEvents != nil {
+		s.kdnsEvents.Close()
+	}
 	if s.resolver != nil {
 		s.resolver.Close()
 	}
@@ -350,7 +435,9 @@ func (s *Session) Close() error {
 		_ = s.proxy.Close()
 	}
 	if s.cg != nil {
-		if err := s.cg.Remove(5 * time.Second); err != nil {
+		if s.replaced() {
+			// Nothing to remove: the path is another cgroup's now.
+		} else if err := s.cg.Remove(5 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 		// A session this process built knows what it put into the
@@ -396,6 +483,12 @@ func (e *Enforcer) Reclaim() []error {
 		live[cg.ID()] = true
 		lockPath := filepath.Join(e.cfg.sessionDir(), cg.Name()+".lock")
 		if held(lockPath) {
+			continue
+		}
+		// No lock file: not a session sluice made or attached, but e.g. a
+		// container's cgroup that its engine has just created under the
+		// root (its processes are on their way in): not ours to remove.
+		if _, err := os.Stat(lockPath); err != nil {
 			continue
 		}
 		if pop, err := cg.Populated(); err != nil || pop {

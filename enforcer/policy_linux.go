@@ -58,6 +58,14 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 	if s.resolver != nil {
 		s.resolver.SetPolicy(p)
 	}
+	if s.kdnsCfg != nil {
+		if err := s.e.dp.SetKDNS(s.cg.ID(), *s.kdnsCfg, kdnsNames(p)); err != nil {
+			// A name the kernel cannot hold: everything to the resolver,
+			// which has the new policy already.
+			_ = s.e.dp.ClearKDNS(s.cg.ID())
+			s.kdnsCfg, s.kdnsErr = nil, err
+		}
+	}
 	s.policy = p
 	return nil
 }
@@ -157,6 +165,9 @@ func (s *Session) WaitEmpty(stop <-chan struct{}) error {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
+		if s.replaced() {
+			return nil // its cgroup is gone, whoever has the path now
+		}
 		pop, err := s.cg.Populated()
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/sluice-dev/sluice/allowlist"
@@ -41,7 +42,11 @@ func (s *Session) startProxy(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	l, err := proxy.ListenLoopbackOn(context.Background(), opts.Proxy.Port)
+	var l net.Listener
+	err = inNetNS(s.netns, func() (err error) {
+		l, err = proxy.ListenLoopbackOn(context.Background(), opts.Proxy.Port)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,10 @@ import "sync"
 // Attributor names the session a refusal belongs to. A session's domain
 // is made by its command's shim, which execs the command in place, so the
 // domain's first refusal names the command's pid as its creator: a
-// session registers that pid (AddCreator) when it starts the command. A
+// session registers the pid it started (AddCreator), the command's or, in
+// the daemon, that of the supervisor whose only child is the command, so
+// a refusal matches when its domain's creator, the refused process or
+// that process's parent is a registered pid. A
 // domain once attributed stays attributed, so later refusals find their
 // session even when the refused process is already gone. Refusals of
 // domains made inside a session (a program that sandboxes itself) are
@@ -52,9 +55,15 @@ const maxDomains = 4096
 // Session is the session d belongs to, or "".
 func (a *Attributor) Session(d Denial) string {
 	a.mu.Lock()
-	s, ok := a.creators[d.Creator]
+	var s string
+	var ok bool
+	for _, pid := range []uint32{d.Creator, d.PID, d.PPID} {
+		if s, ok = a.creators[pid]; ok && pid != 0 {
+			break
+		}
+	}
 	a.mu.Unlock()
-	if ok && d.Creator != 0 {
+	if ok {
 		a.remember(d.Domain, s)
 		return s
 	}

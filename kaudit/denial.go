@@ -21,6 +21,7 @@ type Denial struct {
 	// PID, Comm and Exe are the process that was refused (the SYSCALL
 	// record's; PID 0 when the event had no syscall context).
 	PID  uint32
+	PPID uint32
 	Comm string
 	Exe  string
 	// Syscall names the refused system call ("" when unknown).
@@ -168,6 +169,7 @@ func (a *Assembler) Add(r Record, now time.Time) []Denial {
 		if p != nil {
 			for i := range p.ds {
 				p.ds[i].PID = uint32(r.Uint("pid"))
+				p.ds[i].PPID = uint32(r.Uint("ppid"))
 				p.ds[i].Comm = r.Untrusted("comm")
 				p.ds[i].Exe = r.Untrusted("exe")
 				p.ds[i].Syscall = a.syscallName(r)

@@ -129,6 +129,11 @@ func TestAttributor(t *testing.T) {
 	if s := a.Session(Denial{PID: 21, Domain: "d3"}); s != "s2" {
 		t.Errorf("the creator's domain, later: %q", s)
 	}
+	// The daemon registers the supervisor, whose child is the command.
+	a.AddCreator(30, "s3")
+	if s := a.Session(Denial{PID: 31, PPID: 30, Creator: 31, Domain: "d4"}); s != "s3" {
+		t.Errorf("by the registered parent: %q", s)
+	}
 	a.RemoveCreator(20, "s2")
 	if s := a.Session(Denial{PID: 21, Domain: "d3"}); s != "" {
 		t.Errorf("after the session ended: %q", s)

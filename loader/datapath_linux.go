@@ -42,6 +42,8 @@ var attachments = []attachment{
 	{"link_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceRecvmsg6 }},
 	{"link_getpeername4", ebpf.AttachCgroupInet4GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername4 }},
 	{"link_getpeername6", ebpf.AttachCgroupInet6GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername6 }},
+	{"link_kdns_egress", ebpf.AttachCGroupInetEgress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsEgress }},
+	{"link_kdns_ingress", ebpf.AttachCGroupInetIngress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsIngress }},
 	{"link_post_bind4", ebpf.AttachCGroupInet4PostBind, func(o *sluiceObjects) *ebpf.Program { return o.SluicePostBind4 }},
 	{"link_post_bind6", ebpf.AttachCGroupInet6PostBind, func(o *sluiceObjects) *ebpf.Program { return o.SluicePostBind6 }},
 	{"link_connect_unix", ebpf.AttachCgroupUnixConnect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnectUnix }},
@@ -60,7 +62,16 @@ type Datapath struct {
 	innerSpec  *ebpf.MapSpec
 	// unixErr says why unix sockets are not judged on this kernel (nil:
 	// they are).
-	unixErr error
+	unixErr   error
+	kdnsInner *ebpf.MapSpec // a session's kernel DNS ring buffer
+	// kdnsErr says why the kernel DNS path's programs are not attached
+	// (nil: they are); SetKDNS then refuses.
+	kdnsErr error
+}
+
+// skip reports an optional attachment this datapath does without.
+func (d *Datapath) skip(a attachment) bool {
+	return (a.isUnix() && d.unixErr != nil) || (a.isKDNS() && d.kdnsErr != nil)
 }
 
 // Open loads the programs, creates or re-opens the pinned maps under pinDir
@@ -87,8 +98,9 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy()}
+	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy(), kdnsInner: spec.Maps[sluiceMapKdnsSessionEvents].InnerMap.Copy()}
 	d.unixErr = prepareUnix(spec)
+	d.kdnsErr = prepareKDNS(spec)
 	cgid, err := cgroupID(cgroupPath)
 	if err != nil {
 		return nil, err
@@ -97,7 +109,15 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 	if d.reuse(spec, opts, cgid) {
 		return d, nil
 	}
-	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+	err = spec.LoadAndAssign(&d.objs, opts)
+	if err != nil && d.kdnsErr == nil && kdnsLoadFailed(err) {
+		// The kernel DNS path is optional: the datapath works without it
+		// and sessions keep the resolver path.
+		d.kdnsErr = fmt.Errorf("%w: %s", ErrKDNSUnsupported, firstLine(err.Error()))
+		stubKDNS(spec)
+		err = spec.LoadAndAssign(&d.objs, opts)
+	}
+	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, fmt.Errorf("load datapath: %+v", verr)
@@ -108,7 +128,7 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	for _, a := range attachments {
-		if a.isUnix() && d.unixErr != nil {
+		if d.skip(a) {
 			continue
 		}
 		l, err := d.attach(a, cgid)
@@ -210,7 +230,7 @@ func (d *Datapath) reuse(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions
 		return false
 	}
 	for _, a := range attachments {
-		if a.isUnix() && d.unixErr != nil {
+		if d.skip(a) {
 			continue
 		}
 		l, err := link.LoadPinnedLink(filepath.Join(d.pinDir, a.name), nil)
@@ -290,7 +310,7 @@ func (d *Datapath) Verify(path string) error {
 	}
 	defer f.Close()
 	for _, a := range attachments {
-		if a.isUnix() && d.unixErr != nil {
+		if d.skip(a) {
 			continue
 		}
 		// The program the pinned link runs now: another sluice may have
@@ -398,8 +418,15 @@ func Probe(cgroupPath string) error {
 		m.Pinning = ebpf.PinNone
 	}
 	unixErr := prepareUnix(spec)
+	kdnsErr := prepareKDNS(spec)
 	var objs sluiceObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	err = spec.LoadAndAssign(&objs, nil)
+	if err != nil && kdnsErr == nil && kdnsLoadFailed(err) {
+		kdnsErr = err
+		stubKDNS(spec)
+		err = spec.LoadAndAssign(&objs, nil)
+	}
+	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return fmt.Errorf("load datapath: %+v", verr)
@@ -408,7 +435,7 @@ func Probe(cgroupPath string) error {
 	}
 	defer objs.Close()
 	for _, a := range attachments {
-		if a.isUnix() && unixErr != nil {
+		if (a.isUnix() && unixErr != nil) || (a.isKDNS() && kdnsErr != nil) {
 			continue
 		}
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})

@@ -19,6 +19,15 @@
 //   - Addresses are stored as 16 bytes, IPv4 as ::ffff:a.b.c.d, so IPv4,
 //     IPv6 and IPv4-mapped IPv6 destinations share one key space and the
 //     mapped form is judged by the IPv4 rules.
+//   - The kernel DNS path (bpf/kdns.h, kdns_linux.go) is off unless a
+//     session has a kdns_sessions entry: its programs then judge only
+//     datagrams between a redirected UDP socket and the session's upstream.
+//     Allowed names are keyed by an unkeyed FNV-1a hash and confirmed byte
+//     by byte; SetKDNS refuses two names of one session with one key
+//     (ErrKDNSCollision) rather than let one shadow the other. Its new maps
+//     live beside the old ones (no existing layout changed), so pins of an
+//     older build stay compatible. ForgetExpired and SweepLearned never cut
+//     an entry the kernel extended since user space learned it.
 //   - Unix sockets are judged by name in cgroup connect_unix and
 //     sendmsg_unix (Linux 6.7+; optional: older kernels load the rest of
 //     the datapath and UnixJudging says why not). Exact names are one hash

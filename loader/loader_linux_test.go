@@ -2,6 +2,7 @@ package loader
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -336,6 +337,50 @@ func TestSetsockoptPassesOptions(t *testing.T) {
 	}
 	if confined != free {
 		t.Errorf("in the session the kernel answered %q, outside %q", confined, free)
+	}
+}
+
+// TestKDNSOptional: where the kernel DNS path's programs do not load
+// (simulated), the rest of the datapath loads, attaches and verifies, and
+// no session can be put on the kernel path, so no socket is ever pointed
+// at an upstream without the programs that judge its traffic.
+func TestKDNSOptional(t *testing.T) {
+	t.Setenv("SLUICE_TEST_NO_KDNS", "1")
+	f := newFixture(t)
+	if err := f.dp.KDNSSupported(); !errors.Is(err, ErrKDNSUnsupported) {
+		t.Fatalf("KDNSSupported: %v, want ErrKDNSUnsupported", err)
+	}
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatalf("the rest of the datapath: %v", err)
+	}
+	cfg := KDNSConfig{Upstream4: netip.MustParseAddrPort("203.0.113.53:53"), MaxTTL: time.Hour}
+	if err := f.dp.SetKDNS(f.cgid, cfg, []KDNSName{{Name: "allowed.test", Exact: true}}); !errors.Is(err, ErrKDNSUnsupported) {
+		t.Fatalf("SetKDNS without the programs: %v, want ErrKDNSUnsupported", err)
+	}
+	if f.dp.KDNSEnabled(f.cgid) {
+		t.Fatal("the session is on the kernel path without its programs")
+	}
+	if err := ProbeKDNS(); !errors.Is(err, ErrKDNSUnsupported) {
+		t.Fatalf("ProbeKDNS: %v", err)
+	}
+	// Twin: with the programs, the same session takes the kernel path.
+	t.Setenv("SLUICE_TEST_NO_KDNS", "")
+	if err := ProbeKDNS(); err != nil {
+		t.Fatalf("ProbeKDNS on this kernel: %v", err)
+	}
+	dp, err := Open(f.dp.pinDir, f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.SetKDNS(f.cgid, cfg, []KDNSName{{Name: "allowed.test", Exact: true}}); err != nil || !dp.KDNSEnabled(f.cgid) {
+		t.Fatalf("SetKDNS with the programs: %v", err)
+	}
+	if err := dp.Verify(f.session); err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.ClearKDNS(f.cgid); err != nil || dp.KDNSEnabled(f.cgid) {
+		t.Fatalf("ClearKDNS: %v", err)
 	}
 }
 

@@ -259,6 +259,9 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 		}
 	}
 	del(d.objs.Sessions, cgid, "policy")
+	if err := d.ClearKDNS(cgid); err != nil {
+		errs = append(errs, err)
+	}
 	if k == nil {
 		d.clearListeners(cgid, &errs)
 	} else {

@@ -54,6 +54,92 @@ type sluiceEvent struct {
 	Comm   [16]int8
 }
 
+type sluiceKdnsAscratch struct {
+	_     structs.HostLayout
+	Pkt   [2048]uint8
+	Zero  uint32
+	Owner [256]uint8
+	Chain [256]uint8
+	Addrs [16]struct {
+		_    structs.HostLayout
+		Addr [16]uint8
+		Ttl  uint32
+	}
+}
+
+type sluiceKdnsEvent struct {
+	_            structs.HostLayout
+	Session      uint64
+	Cookie       uint64
+	Kind         uint8
+	Why          uint8
+	Family       uint8
+	Pad          uint8
+	Len          uint16
+	ClientPort   uint16
+	Client       [16]uint8
+	Upstream     [16]uint8
+	UpstreamPort uint16
+	Pad2         uint16
+	Pid          uint32
+	Msg          [512]uint8
+}
+
+type sluiceKdnsName struct {
+	_     structs.HostLayout
+	Flags uint32
+	Len   uint32
+	Name  [256]uint8
+}
+
+type sluiceKdnsNameKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Hash    uint64
+}
+
+type sluiceKdnsQscratch struct {
+	_       structs.HostLayout
+	Pkt     [512]uint8
+	Name    [256]uint8
+	IsLabel [256]uint8
+	Q       sluiceKdnsQuery
+}
+
+type sluiceKdnsQuery struct {
+	_            structs.HostLayout
+	Session      uint64
+	Ts           uint64
+	Upstream     [4]uint32
+	Uport        uint16
+	State        uint8
+	AllowPrivate uint8
+	Qtype        uint16
+	NameLen      uint16
+	Name         [256]uint8
+}
+
+type sluiceKdnsQueryKey struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Id     uint32
+	Pad    uint32
+}
+
+type sluiceKdnsSession struct {
+	_      structs.HostLayout
+	Flags  uint32
+	Up4    uint32
+	Up6    [4]uint32
+	Port4  uint16
+	Port6  uint16
+	MinTtl uint32
+	MaxTtl uint32
+	Grace  uint32
+	MaxIps uint32
+	Pad    uint32
+}
+
 type sluiceLearnedKey struct {
 	_       structs.HostLayout
 	Session uint64
@@ -196,6 +282,13 @@ const (
 	sluiceMapCidrs               = "cidrs"
 	sluiceMapDnsOrigins          = "dns_origins"
 	sluiceMapEvents              = "events"
+	sluiceMapKdnsAscratch        = "kdns_ascratch"
+	sluiceMapKdnsEvents          = "kdns_events"
+	sluiceMapKdnsNames           = "kdns_names"
+	sluiceMapKdnsQscratch        = "kdns_qscratch"
+	sluiceMapKdnsQueries         = "kdns_queries"
+	sluiceMapKdnsSessionEvents   = "kdns_session_events"
+	sluiceMapKdnsSessions        = "kdns_sessions"
 	sluiceMapLearned             = "learned"
 	sluiceMapListeners           = "listeners"
 	sluiceMapLoopbackPorts       = "loopback_ports"
@@ -212,6 +305,8 @@ const (
 	sluiceProgSluiceEgress       = "sluice_egress"
 	sluiceProgSluiceGetpeername4 = "sluice_getpeername4"
 	sluiceProgSluiceGetpeername6 = "sluice_getpeername6"
+	sluiceProgSluiceKdnsEgress   = "sluice_kdns_egress"
+	sluiceProgSluiceKdnsIngress  = "sluice_kdns_ingress"
 	sluiceProgSluicePostBind4    = "sluice_post_bind4"
 	sluiceProgSluicePostBind6    = "sluice_post_bind6"
 	sluiceProgSluiceRecvmsg4     = "sluice_recvmsg4"
@@ -226,6 +321,11 @@ const (
 	sluiceVarUnusedEvent         = "unused_event"
 	sluiceVarUnusedEventFlag     = "unused_event_flag"
 	sluiceVarUnusedHook          = "unused_hook"
+	sluiceVarUnusedKdnsEvent     = "unused_kdns_event"
+	sluiceVarUnusedKdnsName      = "unused_kdns_name"
+	sluiceVarUnusedKdnsNameKey   = "unused_kdns_name_key"
+	sluiceVarUnusedKdnsQuery     = "unused_kdns_query"
+	sluiceVarUnusedKdnsQueryKey  = "unused_kdns_query_key"
 	sluiceVarUnusedPortKind      = "unused_port_kind"
 	sluiceVarUnusedReason        = "unused_reason"
 	sluiceVarUnusedSessionFlag   = "unused_session_flag"
@@ -281,6 +381,8 @@ type sluiceProgramSpecs struct {
 	SluiceEgress       *ebpf.ProgramSpec `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.ProgramSpec `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.ProgramSpec `ebpf:"sluice_getpeername6"`
+	SluiceKdnsEgress   *ebpf.ProgramSpec `ebpf:"sluice_kdns_egress"`
+	SluiceKdnsIngress  *ebpf.ProgramSpec `ebpf:"sluice_kdns_ingress"`
 	SluicePostBind4    *ebpf.ProgramSpec `ebpf:"sluice_post_bind4"`
 	SluicePostBind6    *ebpf.ProgramSpec `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg4"`
@@ -296,35 +398,47 @@ type sluiceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceMapSpecs struct {
-	Cidrs           *ebpf.MapSpec `ebpf:"cidrs"`
-	DnsOrigins      *ebpf.MapSpec `ebpf:"dns_origins"`
-	Events          *ebpf.MapSpec `ebpf:"events"`
-	Learned         *ebpf.MapSpec `ebpf:"learned"`
-	Listeners       *ebpf.MapSpec `ebpf:"listeners"`
-	LoopbackPorts   *ebpf.MapSpec `ebpf:"loopback_ports"`
-	LoopbackStrict  *ebpf.MapSpec `ebpf:"loopback_strict"`
-	SessionCounters *ebpf.MapSpec `ebpf:"session_counters"`
-	SessionEvents   *ebpf.MapSpec `ebpf:"session_events"`
-	Sessions        *ebpf.MapSpec `ebpf:"sessions"`
-	UnixAllowed     *ebpf.MapSpec `ebpf:"unix_allowed"`
-	UnixGlobs       *ebpf.MapSpec `ebpf:"unix_globs"`
-	UnixScratch     *ebpf.MapSpec `ebpf:"unix_scratch"`
+	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
+	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
+	Events            *ebpf.MapSpec `ebpf:"events"`
+	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
+	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
+	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
+	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
+	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
+	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
+	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
+	Learned           *ebpf.MapSpec `ebpf:"learned"`
+	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
+	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
+	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
+	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
+	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
+	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
+	UnixAllowed       *ebpf.MapSpec `ebpf:"unix_allowed"`
+	UnixGlobs         *ebpf.MapSpec `ebpf:"unix_globs"`
+	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
 }
 
 // sluiceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceVariableSpecs struct {
-	HaveSetRetval     *ebpf.VariableSpec `ebpf:"have_set_retval"`
-	UnusedCounter     *ebpf.VariableSpec `ebpf:"unused_counter"`
-	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedEventFlag   *ebpf.VariableSpec `ebpf:"unused_event_flag"`
-	UnusedHook        *ebpf.VariableSpec `ebpf:"unused_hook"`
-	UnusedPortKind    *ebpf.VariableSpec `ebpf:"unused_port_kind"`
-	UnusedReason      *ebpf.VariableSpec `ebpf:"unused_reason"`
-	UnusedSessionFlag *ebpf.VariableSpec `ebpf:"unused_session_flag"`
-	UnusedUnixEvent   *ebpf.VariableSpec `ebpf:"unused_unix_event"`
-	UnusedUnixVerdict *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
+	HaveSetRetval      *ebpf.VariableSpec `ebpf:"have_set_retval"`
+	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventFlag    *ebpf.VariableSpec `ebpf:"unused_event_flag"`
+	UnusedHook         *ebpf.VariableSpec `ebpf:"unused_hook"`
+	UnusedKdnsEvent    *ebpf.VariableSpec `ebpf:"unused_kdns_event"`
+	UnusedKdnsName     *ebpf.VariableSpec `ebpf:"unused_kdns_name"`
+	UnusedKdnsNameKey  *ebpf.VariableSpec `ebpf:"unused_kdns_name_key"`
+	UnusedKdnsQuery    *ebpf.VariableSpec `ebpf:"unused_kdns_query"`
+	UnusedKdnsQueryKey *ebpf.VariableSpec `ebpf:"unused_kdns_query_key"`
+	UnusedPortKind     *ebpf.VariableSpec `ebpf:"unused_port_kind"`
+	UnusedReason       *ebpf.VariableSpec `ebpf:"unused_reason"`
+	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
+	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
+	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
 }
 
 // sluiceObjects contains all objects after they have been loaded into the kernel.
@@ -347,19 +461,26 @@ func (o *sluiceObjects) Close() error {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceMaps struct {
-	Cidrs           *ebpf.Map `ebpf:"cidrs"`
-	DnsOrigins      *ebpf.Map `ebpf:"dns_origins"`
-	Events          *ebpf.Map `ebpf:"events"`
-	Learned         *ebpf.Map `ebpf:"learned"`
-	Listeners       *ebpf.Map `ebpf:"listeners"`
-	LoopbackPorts   *ebpf.Map `ebpf:"loopback_ports"`
-	LoopbackStrict  *ebpf.Map `ebpf:"loopback_strict"`
-	SessionCounters *ebpf.Map `ebpf:"session_counters"`
-	SessionEvents   *ebpf.Map `ebpf:"session_events"`
-	Sessions        *ebpf.Map `ebpf:"sessions"`
-	UnixAllowed     *ebpf.Map `ebpf:"unix_allowed"`
-	UnixGlobs       *ebpf.Map `ebpf:"unix_globs"`
-	UnixScratch     *ebpf.Map `ebpf:"unix_scratch"`
+	Cidrs             *ebpf.Map `ebpf:"cidrs"`
+	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
+	Events            *ebpf.Map `ebpf:"events"`
+	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
+	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
+	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
+	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
+	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
+	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
+	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
+	Learned           *ebpf.Map `ebpf:"learned"`
+	Listeners         *ebpf.Map `ebpf:"listeners"`
+	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
+	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
+	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
+	SessionEvents     *ebpf.Map `ebpf:"session_events"`
+	Sessions          *ebpf.Map `ebpf:"sessions"`
+	UnixAllowed       *ebpf.Map `ebpf:"unix_allowed"`
+	UnixGlobs         *ebpf.Map `ebpf:"unix_globs"`
+	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
 }
 
 func (m *sluiceMaps) Close() error {
@@ -367,6 +488,13 @@ func (m *sluiceMaps) Close() error {
 		m.Cidrs,
 		m.DnsOrigins,
 		m.Events,
+		m.KdnsAscratch,
+		m.KdnsEvents,
+		m.KdnsNames,
+		m.KdnsQscratch,
+		m.KdnsQueries,
+		m.KdnsSessionEvents,
+		m.KdnsSessions,
 		m.Learned,
 		m.Listeners,
 		m.LoopbackPorts,
@@ -384,16 +512,21 @@ func (m *sluiceMaps) Close() error {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceVariables struct {
-	HaveSetRetval     *ebpf.Variable `ebpf:"have_set_retval"`
-	UnusedCounter     *ebpf.Variable `ebpf:"unused_counter"`
-	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
-	UnusedEventFlag   *ebpf.Variable `ebpf:"unused_event_flag"`
-	UnusedHook        *ebpf.Variable `ebpf:"unused_hook"`
-	UnusedPortKind    *ebpf.Variable `ebpf:"unused_port_kind"`
-	UnusedReason      *ebpf.Variable `ebpf:"unused_reason"`
-	UnusedSessionFlag *ebpf.Variable `ebpf:"unused_session_flag"`
-	UnusedUnixEvent   *ebpf.Variable `ebpf:"unused_unix_event"`
-	UnusedUnixVerdict *ebpf.Variable `ebpf:"unused_unix_verdict"`
+	HaveSetRetval      *ebpf.Variable `ebpf:"have_set_retval"`
+	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventFlag    *ebpf.Variable `ebpf:"unused_event_flag"`
+	UnusedHook         *ebpf.Variable `ebpf:"unused_hook"`
+	UnusedKdnsEvent    *ebpf.Variable `ebpf:"unused_kdns_event"`
+	UnusedKdnsName     *ebpf.Variable `ebpf:"unused_kdns_name"`
+	UnusedKdnsNameKey  *ebpf.Variable `ebpf:"unused_kdns_name_key"`
+	UnusedKdnsQuery    *ebpf.Variable `ebpf:"unused_kdns_query"`
+	UnusedKdnsQueryKey *ebpf.Variable `ebpf:"unused_kdns_query_key"`
+	UnusedPortKind     *ebpf.Variable `ebpf:"unused_port_kind"`
+	UnusedReason       *ebpf.Variable `ebpf:"unused_reason"`
+	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
+	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
+	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
 }
 
 // sluicePrograms contains all programs after they have been loaded into the kernel.
@@ -406,6 +539,8 @@ type sluicePrograms struct {
 	SluiceEgress       *ebpf.Program `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.Program `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.Program `ebpf:"sluice_getpeername6"`
+	SluiceKdnsEgress   *ebpf.Program `ebpf:"sluice_kdns_egress"`
+	SluiceKdnsIngress  *ebpf.Program `ebpf:"sluice_kdns_ingress"`
 	SluicePostBind4    *ebpf.Program `ebpf:"sluice_post_bind4"`
 	SluicePostBind6    *ebpf.Program `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.Program `ebpf:"sluice_recvmsg4"`
@@ -425,6 +560,8 @@ func (p *sluicePrograms) Close() error {
 		p.SluiceEgress,
 		p.SluiceGetpeername4,
 		p.SluiceGetpeername6,
+		p.SluiceKdnsEgress,
+		p.SluiceKdnsIngress,
 		p.SluicePostBind4,
 		p.SluicePostBind6,
 		p.SluiceRecvmsg4,

@@ -8,7 +8,9 @@
 # checks that nothing is left: no files, group, cgroups or pins. Then
 # README's `make demo` in a fresh Debian with exactly README's packages.
 #
-#   packaging/test-deb.sh [WORKDIR]     as root; WORKDIR keeps the rootfs between runs
+#   packaging/test-deb.sh [WORKDIR]     as root; WORKDIR keeps the package build and dockerd
+#                                       state; the root file system is cached by
+#                                       tests/docker/images.sh ($SLUICE_DOCKER_CACHE)
 #
 # The container needs what the datapath needs (README, "Install"):
 # --cap-add SYS_ADMIN,NET_ADMIN,SYS_PTRACE (SYS_ADMIN covers bpf(2); docker 20.10
@@ -27,9 +29,6 @@ else
 	own=1
 fi
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
-mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-[[ -n $mirror ]] || mirror=$(awk '$1 == "deb" && $2 ~ /^http/ && $3 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
-[[ -n $mirror ]] || { echo "test-deb: no Debian mirror configured in apt's sources" >&2; exit 1; }
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -37,13 +36,6 @@ step "the package"
 packaging/release.sh --deb "$work/dist" >/dev/null
 deb=$(ls "$work"/dist/sluice_*.deb)
 echo "$deb"
-
-step "a fresh Debian ($suite, minbase, from $mirror)"
-if [[ ! -e $work/rootfs/usr/bin/dpkg ]]; then
-	rm -rf "$work/rootfs"
-	debootstrap --variant=minbase "$suite" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 ||
-		{ tail -20 "$work/debootstrap.log" >&2; exit 1; }
-fi
 
 step "a private dockerd (no bridge, no iptables)"
 sock=$work/docker.sock
@@ -59,8 +51,13 @@ trap cleanup EXIT
 docker() { command docker --host "unix://$sock" "$@"; }
 for _ in $(seq 150); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
 docker version --format 'docker {{.Server.Version}}'
-image=sluice-test-debian:$suite
-tar -C "$work/rootfs" -c . | docker import - "$image" >/dev/null
+step "a fresh Debian ($suite, minbase)"
+# The one way the tests make a base image (tests/docker/images.sh): debootstrap
+# from the configured mirror, imported with no registry. Its root file system
+# is cached for the whole CI job, so the container tests' debootstrap serves
+# this script too.
+image=sluice-ci/debian:$suite
+DOCKER_HOST="unix://$sock" SLUICE_DEBIAN_SUITE="$suite" tests/docker/images.sh base
 
 # A random instance: the test never touches a real installation's pins
 # or cgroups on this host.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/sandbox"
@@ -55,6 +56,7 @@ func runChecks() []checkResult {
 			fix: "mount the unified hierarchy: mount -t cgroup2 none /sys/fs/cgroup (or /sys/fs/cgroup/unified on a hybrid layout)"})
 	} else {
 		rs = append(rs, checkResult{name: "cgroup2", status: checkPass, detail: "mounted at " + mount})
+		rs = append(rs, placementCheck(mount))
 	}
 
 	var st unix.Statfs_t
@@ -101,6 +103,7 @@ func runChecks() []checkResult {
 		bpfMode = "available through the daemon at " + api.SocketPath(socketFlag)
 	}
 	rs = append(rs, checkResult{name: "mode bpf", status: modeStatus(bpfMode), detail: bpfMode})
+	rs = append(rs, dnsPathCheck(bpfMode))
 	llMode := "available (Landlock TCP rules and seccomp)"
 	if err := landlock.Available(); err != nil {
 		llMode = "unavailable: " + err.Error()
@@ -187,4 +190,50 @@ func landlockABI() (int, error) {
 		return 0, errno
 	}
 	return int(r), nil
+}
+
+// placementCheck says where sessions' cgroups live on this machine, and
+// what that means with systemd and with a hybrid layout.
+func placementCheck(mount string) checkResult {
+	cfg, err := enforcer.ConfigFromEnv()
+	if err != nil {
+		return checkResult{name: "session cgroups", status: checkFail, detail: err.Error()}
+	}
+	where := filepath.Join(mount, cfg.WithDefaults().CgroupName)
+	var detail string
+	if cgroups.SystemdIsInit() {
+		detail = "PID 1 is systemd; sessions live in " + where + ", outside systemd's units (systemd leaves it alone; " +
+			"sessions do not show in systemctl status, and transient scopes under a sluice.slice are not used yet)"
+	} else {
+		detail = "PID 1 is not systemd; sessions live in " + where + " at the top of the cgroup2 tree"
+	}
+	detail += "; to confine a whole container: docker run --cgroup-parent=/" + cfg.WithDefaults().CgroupName + " (Docker's cgroupfs driver)"
+	if v1 := cgroups.V1Hierarchies(); len(v1) > 0 {
+		detail += fmt.Sprintf("; hybrid layout (%d cgroup v1 hierarchies): the daemon moves itself to their roots at start, "+
+			"so that its sessions outlive its container or unit", len(v1))
+	}
+	return checkResult{name: "session cgroups", status: checkPass, detail: detail}
+}
+
+// dnsPathCheck says which DNS path bpf-mode sessions take by default here.
+func dnsPathCheck(bpfMode string) checkResult {
+	var detail string
+	if strings.HasPrefix(bpfMode, "unavailable") {
+		detail = "none: bpf mode is unavailable (the session's proxy resolves)"
+	} else if err := loader.ProbeKDNS(); err != nil {
+		return checkResult{name: "DNS path", status: checkWarn, detail: "resolver: " + firstLineOf(err.Error()),
+			fix: "a kernel whose verifier runs bpf_loop callbacks (6.1 or later); DNS works on the resolver path meanwhile"}
+	} else if dnsPathDefault == "kernel" {
+		detail = "kernel: UDP DNS goes straight to the upstream, judged and learned by the datapath; the resolver answers the rest"
+	} else {
+		detail = "resolver: every query goes through the session's local resolver (--dns-path kernel: straight to the upstream, judged and learned by the datapath)"
+	}
+	return checkResult{name: "DNS path", status: checkPass, detail: detail}
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

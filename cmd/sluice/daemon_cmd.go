@@ -22,6 +22,7 @@ type daemonOptions struct {
 	dnsTTLMax    time.Duration
 	dnsGrace     time.Duration
 	dnsMaxIPs    int
+	dnsPath      string
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -49,5 +50,10 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
 	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
 	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
+	f.StringVar(&o.dnsPath, "dns-path", "", "where sessions' UDP DNS goes: kernel (straight to the upstream, judged and learned in the kernel) or resolver (the session's local resolver); default: the config's dns_path, else "+dnsPathDefault)
 	return cmd
 }
+
+// dnsPathDefault is the DNS path when neither a flag nor the config names
+// one. The kernel path (bpf/kdns.h) is opt-in until it is the default.
+const dnsPathDefault = "resolver"

@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/enforcer"
 )
@@ -27,6 +29,7 @@ type fileConfig struct {
 	MetricsAddr  string   `json:"metrics_addr"`
 	Group        string   `json:"group"`
 	AdminGroup   string   `json:"admin_group"`
+	DNSPath      string   `json:"dns_path"` // kernel or resolver, as --dns-path
 }
 
 func loadFileConfig(path string, explicit bool) (fileConfig, error) {
@@ -77,6 +80,10 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if err != nil {
 		return err
 	}
+	dnsPath, err := enforcer.ParseDNSPath(pick(o.dnsPath, fc.DNSPath, dnsPathDefault))
+	if err != nil {
+		return fmt.Errorf("--dns-path: %w", err)
+	}
 	cfg := daemon.Config{
 		AllowlistPath: pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
 		SocketPath:    pick(socketFlag, fc.Socket, api.SocketPath("")),
@@ -90,12 +97,20 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		Log:           cmd.ErrOrStderr(),
 		Enforcer:      ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,
-			MaxIPsPerName: o.dnsMaxIPs},
+			MaxIPsPerName: o.dnsMaxIPs, Path: dnsPath},
 	}
 	if cfg.AuditLog != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o750); err != nil {
 			return fmt.Errorf("audit log directory: %w", err)
 		}
+	}
+	// Sessions inherit the daemon's cgroup v1 membership: out of a
+	// container's v1 cgroups, they outlive a restart of the daemon's
+	// container (cgroups.LeaveV1).
+	if moved, err := cgroups.LeaveV1(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: warning: %v; sessions may die with this daemon's container or unit\n", err)
+	} else if len(moved) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: left the cgroup v1 hierarchies %s for their roots, so that sessions outlive this daemon's container\n", strings.Join(moved, " "))
 	}
 	srv, err := daemon.New(cfg)
 	if err != nil {

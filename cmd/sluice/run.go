@@ -33,6 +33,7 @@ type runOptions struct {
 	dnsTTLMax    time.Duration
 	dnsGrace     time.Duration
 	dnsMaxIPs    int
+	dnsPath      string
 
 	mode          string
 	noProxyEnv    bool
@@ -49,6 +50,24 @@ type runOptions struct {
 	// passFiles are the descriptors --preserve-fds hands the command
 	// (inheritedFiles), set once run has closed the others.
 	passFiles []*os.File
+
+	reconnect time.Duration
+}
+
+// defaultReconnect is how long `sluice run` waits for a daemon to come
+// back when its daemon went away mid-session; $SLUICE_RECONNECT_TIMEOUT
+// (a Go duration) overrides it, --reconnect-timeout overrides both.
+const defaultReconnect = 60 * time.Second
+
+// reconnectDefault is the flag's default: the environment's, else
+// defaultReconnect.
+func reconnectDefault() time.Duration {
+	if v := os.Getenv("SLUICE_RECONNECT_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	return defaultReconnect
 }
 
 // Modes of `sluice run`, strongest first.
@@ -125,9 +144,11 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
 	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
 	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
+	f.StringVar(&o.dnsPath, "dns-path", "", "bpf mode without a daemon: where UDP DNS goes, kernel (straight to the upstream, judged and learned in the kernel) or resolver (sluice's local resolver); default "+dnsPathDefault+" (`sluice check` says)")
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
+	f.DurationVar(&o.reconnect, "reconnect-timeout", reconnectDefault(), "with the daemon: when it goes away mid-session, wait this long for the next one to report the command's exit status (env SLUICE_RECONNECT_TIMEOUT)")
 	f.StringArrayVar(&o.showPaths, "show-path", nil, "do not hide `PATH` (a hidden credential file or directory, or anything below one) for this run; absolute or ~/... (repeatable)")
 	f.BoolVar(&o.shareProcesses, "share-processes", false, "let the command see, trace and signal its user's processes outside the session (turns process isolation off)")
 	f.BoolVar(&o.scrubEnv, "scrub-env", false, "remove environment variables named like *_TOKEN, *_KEY, *_SECRET and *PASSWORD* from the command's environment")

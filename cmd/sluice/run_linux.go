@@ -100,7 +100,12 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		}
 		return ""
 	}
+	dnsPath, err := enforcer.ParseDNSPath(pick(o.dnsPath, "", dnsPathDefault))
+	if err != nil {
+		return fail(fmt.Errorf("--dns-path: %w", err))
+	}
 	dns := &enforcer.DNSOptions{
+		Path:      dnsPath,
 		Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs,
 		OnEvent: onDNSEvent(rep, alog, owner),
 	}
@@ -112,6 +117,9 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		UnixSockets: []string{api.SocketPath(socketFlag)}})
 	if err != nil {
 		return fail(err)
+	}
+	if err := s.KernelDNSError(); err != nil {
+		fmt.Fprintf(stderr, "sluice: DNS takes the resolver path: %v\n", err)
 	}
 	// Events can come only once the command runs, after this.
 	alog.session = s.Name()

@@ -44,6 +44,9 @@ type options struct {
 	daemonOpts daemonOptions
 	proxy      bool
 	proxyOpts  proxyOptions
+	kdns       bool // the kernel DNS path against the resolver path (kdns_linux.go)
+	kdnsRounds int
+	kdnsDur    time.Duration
 }
 
 func main() {
@@ -55,10 +58,13 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", 1, "multiplies every worker's iteration count")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random CIDR set")
 	flag.DurationVar(&o.budget, "budget", 130*time.Second, "measure for about this long at most: on a busy machine, run fewer rounds")
-	flag.DurationVar(&o.timeout, "timeout", 360*time.Second, "give up (and clean up) after this long")
+	flag.DurationVar(&o.timeout, "timeout", 480*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", or \"run\" (the `sluice run -- true` rows)")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), or \"kdns\" (the kernel DNS path against the resolver path, in sessions)")
+	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
+	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
+	flag.DurationVar(&o.kdnsDur, "kdns-dur", 1500*time.Millisecond, "measured time of each case of the kernel DNS path benchmark (shorter cases, more rounds: finer alternation on a busy machine)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)
 		return err
@@ -72,8 +78,9 @@ func main() {
 
 func run(o options) int {
 	dnsOnly, daemonOnly, proxyOnly, runOnly := o.only == "dns", o.only == "daemon", o.only == "proxy", o.only == "run"
-	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\" and \"run\"\n", o.only)
+	kdnsOnly := o.only == "kdns"
+	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\" and \"kdns\"\n", o.only)
 		return 2
 	}
 	if err := o.proxyOpts.validate(); (o.proxy || proxyOnly) && err != nil {
@@ -97,6 +104,8 @@ func run(o options) int {
 		minTimeout = daemonBudget
 	case proxyOnly:
 		minTimeout = proxyBudget
+	case kdnsOnly:
+		minTimeout = kdnsBudget
 	case o.dns:
 		minTimeout += dnsBudget
 	}
@@ -106,9 +115,16 @@ func run(o options) int {
 	if o.daemon && o.only == "" {
 		minTimeout += daemonBudget
 	}
+	if o.kdns && o.only == "" {
+		minTimeout += kdnsBudget
+	}
 	if !dnsOnly && !proxyOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
 		return 1
+	}
+	if o.kdnsDur <= 0 || o.kdnsRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: want -kdns-dur > 0 and -kdns-rounds ≥ 1")
+		return 2
 	}
 	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < minTimeout {
 		fmt.Fprintf(os.Stderr, "bench: want 1 ≤ -rounds ≤ 200, -cidrs ≥ 2, 0 < -scale ≤ 100, 0 < -budget and -timeout ≥ %s (-budget, plus %s with the DNS part, %s with the proxy part and %s with the daemon part)\n", minTimeout, dnsBudget, proxyBudget, daemonBudget)
@@ -133,6 +149,8 @@ func run(o options) int {
 		measure = benchProxyOnly
 	case runOnly:
 		measure = benchRunOnly
+	case kdnsOnly:
+		measure = benchKDNSOnly
 	}
 	missed, err := measure(ctx, o)
 	if err != nil {
@@ -172,6 +190,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	var daemonRes *daemonResult
 	if o.daemon {
 		if daemonRes, err = measureDaemon(ctx, o.sluice, o.instance, o.daemonOpts); err != nil {
+			return false, err
+		}
+	}
+	// So does the kernel DNS path, on an instance of its own.
+	var kdnsRes *kdnsResult
+	if o.kdns {
+		if kdnsRes, err = measureKDNS(ctx, o.instance, o.kdnsRounds, o.kdnsDur); err != nil {
 			return false, err
 		}
 	}
@@ -320,6 +345,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 		rows = append(rows, dnsRes.rows()...)
 		missed = missed || dnsRes.missed()
 	}
+	if kdnsRes != nil {
+		rows = append(rows, kdnsRes.rows()...)
+		missed = missed || kdnsRes.missed()
+	}
 	if proxyRes != nil {
 		rows = append(rows, proxyRes.rows()...)
 		missed = missed || proxyRes.missed()
@@ -346,6 +375,10 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	if dnsRes != nil {
 		fmt.Fprintln(w)
 		dnsRes.describe(w)
+	}
+	if kdnsRes != nil {
+		fmt.Fprintln(w)
+		kdnsRes.describe(w)
 	}
 	if proxyRes != nil {
 		fmt.Fprintln(w)

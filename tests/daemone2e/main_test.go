@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
@@ -100,12 +102,23 @@ func newFixtureMount(t *testing.T, flags []string, mountSetup string, allowed ..
 	f.sock = filepath.Join(f.dir, "sluice.sock")
 	f.allow = filepath.Join(f.dir, "network_allowlist.json")
 	f.audit = filepath.Join(f.dir, "audit.jsonl")
-	f.dns = w.ServeDNS(t, dnsAddr, world.Zone(map[string][]string{
+	zone := world.Zone(map[string][]string{
 		"allowed.test.":  {"A 203.0.113.10"},
 		"allowed2.test.": {"A 203.0.113.10"},
 		"many.test.": {"A 203.0.113.31", "A 203.0.113.32", "A 203.0.113.33", "A 203.0.113.34", "A 203.0.113.35",
 			"A 203.0.113.36", "A 203.0.113.37", "A 203.0.113.38", "A 203.0.113.39", "A 203.0.113.40"},
-	}))
+	})
+	f.dns = w.ServeDNS(t, dnsAddr, func(q dns.Question) []dns.RR {
+		// Every name under fresh.test exists (fresh names on demand).
+		if strings.HasSuffix(strings.ToLower(q.Name), ".fresh.test.") {
+			if q.Qtype != dns.TypeA {
+				return []dns.RR{} // NOERROR, no records
+			}
+			rr, _ := dns.NewRR(q.Name + " 60 IN A 203.0.113.10")
+			return []dns.RR{rr}
+		}
+		return zone(q)
+	})
 	f.port = w.ListenTCP(t, world.AllowedV4)
 	f.denied = w.ListenTCP(t, world.DeniedV4)
 	f.writeAllowlist(t, allowed...)
@@ -143,7 +156,8 @@ func (f *fixture) startDaemon(t *testing.T) {
 	t.Helper()
 	args := append([]string{"daemon",
 		"--socket", f.sock, "--allowlist", f.allow, "--state-dir", "/run/" + f.instance, "--audit-log", f.audit,
-		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, f.extra...)
+		"--metrics-addr", metricsAddr, "--dns-upstream", dnsAddr.String(), "--group", "65534"}, dnsPathFlags()...)
+	args = append(args, f.extra...)
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	if f.mountSetup != "" {
 		// unshare and sh exec, so the pid is still the daemon's.
@@ -339,6 +353,27 @@ func waitFile(t *testing.T, path string) []byte {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// dnsPathFlags runs the daemon on the DNS path SLUICE_E2E_DNS_PATH names
+// (kernel or resolver; empty: sluice's default), so that CI runs the
+// package once per path; a fixture's own flags come later and win.
+func dnsPathFlags() []string {
+	if p := os.Getenv("SLUICE_E2E_DNS_PATH"); p != "" {
+		return []string{"--dns-path", p}
+	}
+	return nil
+}
+
+// kernelDNS reports whether the daemon's sessions take the kernel DNS path.
+func (f *fixture) kernelDNS() bool {
+	path := os.Getenv("SLUICE_E2E_DNS_PATH")
+	for i, a := range f.extra {
+		if a == "--dns-path" && i+1 < len(f.extra) {
+			path = f.extra[i+1]
+		}
+	}
+	return path == "kernel"
+}
 
 // lockedBuffer is a bytes.Buffer that a daemon's output copier and a test
 // may use at once.

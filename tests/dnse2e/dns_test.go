@@ -4,6 +4,7 @@ package dnse2e
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,5 +275,57 @@ func TestSuggestedAllowlist(t *testing.T) {
 	check(learned)
 	if _, stderr, code := f.sluice(t, "learn", nil, "true"); code == 0 || !strings.Contains(stderr, "-o FILE") {
 		t.Errorf("sluice learn without -o: exit %d: %s", code, stderr)
+	}
+}
+
+// TestKernelPathGoesStraightUpstream: with --dns-path kernel, an allowed
+// query reaches the upstream as the program sent it (its case intact:
+// sluice's resolver would have normalised it), and is still learned; with
+// --dns-path resolver it goes through the resolver.
+func TestKernelPathGoesStraightUpstream(t *testing.T) {
+	f := newFixture(t)
+	allow := []string{"--allow", "allowed.test", "--dns-path", "kernel"}
+	if os.Getenv("SLUICE_E2E_DNS_PATH") == "resolver" {
+		t.Skip("SLUICE_E2E_DNS_PATH=resolver")
+	}
+	r, stderr := f.probe(t, allow, "resolve-tcp", "AlLoWeD.TeSt", fmt.Sprint(f.port))
+	if !r.OK || r.Reply != world.Greeting {
+		t.Fatalf("kernel path: resolve and connect: %s", r)
+	}
+	if strings.Contains(stderr, "resolver path") || !f.auth.SawExactly("AlLoWeD.TeSt.") {
+		t.Fatalf("kernel path: the query did not reach the upstream as sent (stderr %q)", stderr)
+	}
+	// Twin: the resolver path normalises the name.
+	r, _ = f.probe(t, []string{"--allow", "allowed.test", "--dns-path", "resolver"}, "dns", authV4.String(), "53", "AlLoWeD.tEsT", "A", "udp")
+	if r.Rcode != "NOERROR" || f.auth.SawExactly("AlLoWeD.tEsT.") {
+		t.Fatalf("resolver path: %s (seen as sent: %v)", r, f.auth.SawExactly("AlLoWeD.tEsT."))
+	}
+}
+
+// TestKernelPathIPv6Upstream: with an IPv6 upstream, IPv6 DNS takes the
+// kernel path too: an allowed name goes straight to it (its case intact),
+// the reply seems to come from the server the program asked, and a refused
+// name gets a REFUSED that user space injects over IPv6, never forwarded.
+func TestKernelPathIPv6Upstream(t *testing.T) {
+	if os.Getenv("SLUICE_E2E_DNS_PATH") == "resolver" {
+		t.Skip("SLUICE_E2E_DNS_PATH=resolver")
+	}
+	f := newFixture(t)
+	auth6 := f.w.ServeDNS(t, netip.MustParseAddr("2001:db8:3::53"), world.Zone(zone))
+	flags := []string{"--dns-upstream", "[2001:db8:3::53]:53", "--dns-path", "kernel", "--allow", "allowed.test"}
+	r, stderr := f.probe(t, flags, "dns", foreignV6.String(), "53", "AlLoWeD.TeSt", "AAAA", "udp-unconnected")
+	if !r.OK || !slices.Contains(r.Answers, world.AllowedV6.String()) || r.From != "[2001:db8:3::99]:53" {
+		t.Fatalf("allowed name over IPv6: %s\n%s", r, stderr)
+	}
+	if !auth6.SawExactly("AlLoWeD.TeSt.") {
+		t.Fatalf("the IPv6 upstream did not see the query as sent: the kernel path was not taken")
+	}
+	label := randomLabel()
+	r, stderr = f.probe(t, flags, "dns", foreignV6.String(), "53", label+".denied.test", "A", "udp")
+	if r.Rcode != "REFUSED" || r.From != "[2001:db8:3::99]:53" {
+		t.Fatalf("refused name over IPv6: want REFUSED from the asked server, got %s\n%s", r, stderr)
+	}
+	if auth6.Saw(label) || f.auth.Saw(label) || f.foreign6.Count() != 0 {
+		t.Fatalf("a refused name left the machine")
 	}
 }

@@ -112,7 +112,8 @@ func (f *fixture) sluice(t *testing.T, sub string, flags []string, command ...st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := append([]string{sub, "--user", "65534:65534", "--dns-upstream", authV4.String()}, flags...)
+	args := append([]string{sub, "--user", "65534:65534", "--dns-upstream", authV4.String()}, dnsPathFlags()...)
+	args = append(args, flags...)
 	args = append(args, "--")
 	args = append(args, command...)
 	c := f.w.ClientCmd(ctx, sluiceBin, args...)
@@ -158,6 +159,16 @@ func results(t *testing.T, out string) []world.ProbeResult {
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// dnsPathFlags runs every test on the DNS path SLUICE_E2E_DNS_PATH names
+// (kernel or resolver; empty: sluice's default), so that CI runs the
+// package once per path.
+func dnsPathFlags() []string {
+	if p := os.Getenv("SLUICE_E2E_DNS_PATH"); p != "" {
+		return []string{"--dns-path", p}
+	}
+	return nil
 }
 
 func randomLabel() string {

@@ -287,6 +287,23 @@ func TestCleanupAndCheck(t *testing.T) {
 			t.Errorf("sluice check does not list %q as ok or warn:\n%s", name, run.Stdout)
 		}
 	}
+	// Which cgroup placement applies: systemd or not, hybrid or not.
+	placement := regexp.MustCompile(`(?m)^ok +session cgroups +(.*)$`).FindStringSubmatch(run.Stdout)
+	if placement == nil {
+		t.Errorf("sluice check does not say where sessions live:\n%s", run.Stdout)
+	} else {
+		_, err := os.Stat("/run/systemd/system")
+		if systemd := err == nil; strings.Contains(placement[1], "PID 1 is systemd") != systemd {
+			t.Errorf("session cgroups: %q, but /run/systemd/system exists: %v", placement[1], systemd)
+		}
+		if !strings.Contains(placement[1], "docker run --cgroup-parent=/") {
+			t.Errorf("session cgroups: %q does not say how to confine a container", placement[1])
+		}
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		if hybrid := strings.Contains(string(mi), " - cgroup "); strings.Contains(placement[1], "hybrid layout") != hybrid {
+			t.Errorf("session cgroups: %q, but cgroup v1 mounted: %v", placement[1], hybrid)
+		}
+	}
 	if !strings.Contains(run.Stdout, "kernel enforcement is possible") {
 		t.Errorf("sluice check does not conclude that enforcement is possible:\n%s", run.Stdout)
 	}

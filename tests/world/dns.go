@@ -39,6 +39,7 @@ func (w *World) AddWorldAddr(t testing.TB, a netip.Addr) {
 type DNSServer struct {
 	mu      sync.Mutex
 	queries []string
+	raw     []string // query names as they arrived
 	answer  func(q dns.Question) []dns.RR
 }
 
@@ -115,6 +116,7 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		q := req.Question[0]
 		s.mu.Lock()
 		s.queries = append(s.queries, strings.ToLower(q.Name))
+		s.raw = append(s.raw, q.Name)
 		s.mu.Unlock()
 		if m.Answer = s.answer(q); m.Answer == nil {
 			m.Rcode = dns.RcodeNameError
@@ -129,6 +131,20 @@ func (s *DNSServer) Saw(substr string) bool {
 	defer s.mu.Unlock()
 	for _, q := range s.queries {
 		if strings.Contains(q, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// SawExactly reports whether a query for name arrived spelled exactly so
+// (case included): a forwarding resolver normalises case, a query that went
+// straight from the program keeps it.
+func (s *DNSServer) SawExactly(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.raw {
+		if q == name {
 			return true
 		}
 	}

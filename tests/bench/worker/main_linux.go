@@ -19,6 +19,10 @@
 //	         network namespace has no interface but loopback, so no packet
 //	         can leave (the driver starts it in a fresh, empty namespace)
 //	sockopt  setsockopt(TCP_NODELAY) on one TCP socket
+//	dns      a DNS load generator (dns_linux.go): closed loop (-conc queries in
+//	         flight) or open loop (-rate queries per second) of UDP queries to
+//	         -addrs for -dur, unique or repeated names under bench.test; it
+//	         prints one JSON line (answered queries, losses, latencies)
 //	cycle    a program's real cycle on an allowed remote address: socket,
 //	         setsockopt SO_LINGER and TCP_NODELAY, connect, close, to a
 //	         listener the worker owns on -addrs, a non-loopback address
@@ -62,8 +66,16 @@ func main() {
 	n := flag.Int("n", 10000, "timed iterations")
 	warmup := flag.Int("warmup", 1000, "untimed iterations before the timed ones")
 	chunks := flag.Int("chunks", 20, "split the timed iterations into this many chunks and report the median chunk")
-	addrs := flag.String("addrs", "", "comma-separated destinations for -op connect; the listener's address for -op cycle")
+	addrs := flag.String("addrs", "", "comma-separated destinations for -op connect; the listener's address for -op cycle; the server (ADDR:PORT) for -op dns")
+	var d dnsLoad
+	d.flags()
 	flag.Parse()
+	if *op == "dns" {
+		if err := d.run(*addrs); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *n <= 0 || *warmup < 0 || *chunks <= 0 || *chunks > *n {
 		fail(errors.New("want -n > 0, -warmup ≥ 0 and 0 < -chunks ≤ -n"))
 	}

@@ -1,0 +1,415 @@
+package loader
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// ErrKDNSUnsupported says the kernel DNS path's programs did not load on
+// this kernel: the rest of the datapath works, and sessions keep the
+// resolver path.
+var ErrKDNSUnsupported = errors.New("the kernel DNS path does not load on this kernel")
+
+// isKDNS reports the kernel DNS path's programs: optional, so that a kernel
+// whose verifier refuses them keeps the rest of the datapath.
+func (a attachment) isKDNS() bool {
+	return a.name == "link_kdns_egress" || a.name == "link_kdns_ingress"
+}
+
+// KDNSSupported says whether the kernel DNS path is attached, and if not,
+// why.
+func (d *Datapath) KDNSSupported() error { return d.kdnsErr }
+
+// prepareKDNS stubs the kernel DNS path out of spec when a test asks
+// (SLUICE_TEST_NO_KDNS=1, to exercise the fallback on any kernel).
+func prepareKDNS(spec *ebpf.CollectionSpec) error {
+	if os.Getenv("SLUICE_TEST_NO_KDNS") != "1" {
+		return nil
+	}
+	stubKDNS(spec)
+	return fmt.Errorf("%w: disabled by SLUICE_TEST_NO_KDNS", ErrKDNSUnsupported)
+}
+
+// stubKDNS replaces the kernel DNS path's programs by two-instruction ones
+// so that the collection loads; they are never attached (skip).
+func stubKDNS(spec *ebpf.CollectionSpec) {
+	for _, name := range []string{sluiceProgSluiceKdnsEgress, sluiceProgSluiceKdnsIngress} {
+		old := spec.Programs[name]
+		spec.Programs[name] = &ebpf.ProgramSpec{
+			Name: name, Type: ebpf.CGroupSKB, AttachType: old.AttachType, License: "Dual BSD/GPL",
+			Instructions: asm.Instructions{asm.LoadImm(asm.R0, 1, asm.DWord), asm.Return()},
+		}
+	}
+}
+
+// kdnsLoadFailed reports whether loading failed on a kernel DNS program.
+func kdnsLoadFailed(err error) bool {
+	return strings.Contains(err.Error(), sluiceProgSluiceKdnsEgress) || strings.Contains(err.Error(), sluiceProgSluiceKdnsIngress)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// ProbeKDNS loads the kernel DNS path's programs (and the maps they use)
+// without pinning or attaching anything: nil when this kernel runs them.
+func ProbeKDNS() error {
+	if os.Getenv("SLUICE_TEST_NO_KDNS") == "1" {
+		return fmt.Errorf("%w: disabled by SLUICE_TEST_NO_KDNS", ErrKDNSUnsupported)
+	}
+	spec, err := loadSpec()
+	if err != nil {
+		return fmt.Errorf("load datapath spec: %w", err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	var progs struct {
+		Egress  *ebpf.Program `ebpf:"sluice_kdns_egress"`
+		Ingress *ebpf.Program `ebpf:"sluice_kdns_ingress"`
+	}
+	if err := spec.LoadAndAssign(&progs, nil); err != nil {
+		return fmt.Errorf("%w: %s", ErrKDNSUnsupported, firstLine(err.Error()))
+	}
+	progs.Egress.Close()
+	progs.Ingress.Close()
+	return nil
+}
+
+// KDNSConfig turns on a session's kernel DNS path (bpf/kdns.h): its UDP
+// DNS goes straight to Upstream4/Upstream6 and the datapath learns the
+// answers itself.
+type KDNSConfig struct {
+	Upstream4 netip.AddrPort // an IPv4 upstream, or invalid
+	Upstream6 netip.AddrPort // an IPv6 upstream, or invalid
+	MinTTL    time.Duration
+	MaxTTL    time.Duration
+	Grace     time.Duration
+	MaxIPs    int // per answer; 0: no cap
+}
+
+// KDNSName is an allowed name as the kernel path matches it.
+type KDNSName struct {
+	Name     string // normalised, lower-case ASCII, no trailing dot
+	Exact    bool   // the name itself
+	Wildcard bool   // names strictly under it
+	// ExactPrivate and WildcardPrivate carry allow_private.
+	ExactPrivate, WildcardPrivate bool
+}
+
+// ErrKDNSCollision says two allowed names of a session share a hash key:
+// the session must use the resolver path (the kernel confirms names byte
+// by byte, but its map holds one name per key).
+var ErrKDNSCollision = errors.New("two allowed names share a kernel DNS hash key")
+
+// kdnsHash is FNV-1a over the wire form from the last byte to the first, as
+// bpf/kdns.h computes it for every suffix of a query name in one pass.
+func kdnsHash(wire []byte) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := len(wire) - 1; i >= 0; i-- {
+		h = (h ^ uint64(wire[i])) * 0x100000001b3
+	}
+	return h
+}
+
+// wireName is name in DNS wire form, lower case, root label included.
+func wireName(name string) ([]byte, error) {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	var b []byte
+	if name != "" {
+		for _, l := range strings.Split(name, ".") {
+			if l == "" || len(l) > 63 {
+				return nil, fmt.Errorf("bad label in %q", name)
+			}
+			b = append(b, byte(len(l)))
+			b = append(b, l...)
+		}
+	}
+	b = append(b, 0)
+	if len(b) > 255 {
+		return nil, fmt.Errorf("name too long: %q", name)
+	}
+	return b, nil
+}
+
+func addrPortBE(ap netip.AddrPort) (ip [4]uint32, port uint16) {
+	b := ap.Addr().As16()
+	for i := range ip {
+		ip[i] = binary.NativeEndian.Uint32(b[i*4:])
+	}
+	return ip, htons(ap.Port())
+}
+
+// SetKDNS writes the session's kernel DNS configuration and its allowed
+// names, replacing earlier ones; the upstream redirect switches on last,
+// so that no query reaches the kernel path before its names are there.
+func (d *Datapath) SetKDNS(cgid uint64, cfg KDNSConfig, names []KDNSName) error {
+	if d.kdnsErr != nil {
+		return d.kdnsErr
+	}
+	want := map[sluiceKdnsNameKey]sluiceKdnsName{}
+	for _, n := range names {
+		w, err := wireName(n.Name)
+		if err != nil {
+			return fmt.Errorf("kernel DNS name %q: %w", n.Name, err)
+		}
+		k := sluiceKdnsNameKey{Session: cgid, Hash: kdnsHash(w)}
+		v := want[k]
+		if v.Len != 0 && !bytes.Equal(v.Name[:v.Len], w) {
+			return fmt.Errorf("%w: %q", ErrKDNSCollision, n.Name)
+		}
+		v.Len = uint32(len(w))
+		copy(v.Name[:], w)
+		if n.Exact {
+			v.Flags |= 1
+		}
+		if n.Wildcard {
+			v.Flags |= 2
+		}
+		if n.ExactPrivate {
+			v.Flags |= 4
+		}
+		if n.WildcardPrivate {
+			v.Flags |= 8
+		}
+		want[k] = v
+	}
+	old, err := d.kdnsNameKeys(cgid)
+	if err != nil {
+		return err
+	}
+	for k, v := range want {
+		if err := d.objs.KdnsNames.Update(&k, &v, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("kernel DNS names of session %d: %w", cgid, err)
+		}
+	}
+	for _, k := range old {
+		if _, ok := want[k]; !ok {
+			if err := d.objs.KdnsNames.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("kernel DNS names of session %d: %w", cgid, err)
+			}
+		}
+	}
+	v := sluiceKdnsSession{
+		Flags:  1,
+		MinTtl: uint32(cfg.MinTTL / time.Second),
+		MaxTtl: uint32(cfg.MaxTTL / time.Second),
+		Grace:  uint32(cfg.Grace / time.Second),
+		MaxIps: uint32(max(cfg.MaxIPs, 0)),
+	}
+	if cfg.Upstream4.IsValid() {
+		ip, port := addrPortBE(netip.AddrPortFrom(cfg.Upstream4.Addr().Unmap(), cfg.Upstream4.Port()))
+		v.Up4, v.Port4 = ip[3], port
+	}
+	if cfg.Upstream6.IsValid() {
+		v.Up6, v.Port6 = addrPortBE(cfg.Upstream6)
+	}
+	if err := d.objs.KdnsSessions.Update(cgid, &v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("kernel DNS path of session %d: %w", cgid, err)
+	}
+	return nil
+}
+
+func (d *Datapath) kdnsNameKeys(cgid uint64) ([]sluiceKdnsNameKey, error) {
+	var keys []sluiceKdnsNameKey
+	var k sluiceKdnsNameKey
+	var v sluiceKdnsName
+	it := d.objs.KdnsNames.Iterate()
+	for it.Next(&k, &v) {
+		if k.Session == cgid {
+			keys = append(keys, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list kernel DNS names of session %d: %w", cgid, err)
+	}
+	return keys, nil
+}
+
+// KDNSEnabled reports whether the session is on the kernel DNS path.
+func (d *Datapath) KDNSEnabled(cgid uint64) bool {
+	var v sluiceKdnsSession
+	return d.objs.KdnsSessions.Lookup(cgid, &v) == nil && v.Flags&1 != 0
+}
+
+// ClearKDNS takes the session off the kernel DNS path: its UDP DNS goes to
+// its resolver again (sockets already redirected keep their upstream).
+func (d *Datapath) ClearKDNS(cgid uint64) error {
+	var errs []error
+	err := d.objs.KdnsSessions.Delete(cgid)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil // never on it: nothing else to remove
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("kernel DNS path of session %d: %w", cgid, err))
+	}
+	keys, err := d.kdnsNameKeys(cgid)
+	errs = append(errs, err)
+	for _, k := range keys {
+		if err := d.objs.KdnsNames.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := d.objs.KdnsSessionEvents.Delete(cgid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// KDNSEvents gives the session a ring buffer of its own for the queries and
+// answers the kernel path hands to user space.
+func (d *Datapath) KDNSEvents(cgid uint64) (*ringbuf.Reader, error) {
+	rb, err := ebpf.NewMap(d.kdnsInner)
+	if err != nil {
+		return nil, fmt.Errorf("create kernel DNS ring buffer of session %d: %w", cgid, err)
+	}
+	defer rb.Close()
+	if err := d.objs.KdnsSessionEvents.Update(cgid, rb, ebpf.UpdateAny); err != nil {
+		return nil, fmt.Errorf("register kernel DNS ring buffer of session %d: %w", cgid, err)
+	}
+	r, err := ringbuf.NewReader(rb)
+	if err != nil {
+		return nil, fmt.Errorf("read kernel DNS events of session %d: %w", cgid, err)
+	}
+	return r, nil
+}
+
+// KDNSGlobalEvents reads the kernel DNS events of sessions without a ring
+// buffer of their own (a daemon's).
+func (d *Datapath) KDNSGlobalEvents() (*ringbuf.Reader, error) {
+	r, err := ringbuf.NewReader(d.objs.KdnsEvents)
+	if err != nil {
+		return nil, fmt.Errorf("read kernel DNS events: %w", err)
+	}
+	return r, nil
+}
+
+// KDNSEventKind says what the kernel handed over.
+type KDNSEventKind uint8
+
+const (
+	// KDNSQuery is a query the kernel did not pass (not listed, not
+	// canonical, not A/AAAA): Msg is the query; answer it.
+	KDNSQuery KDNSEventKind = 1
+	// KDNSAnswer is an answer the kernel could not judge and dropped: Msg
+	// starts with its header and question; resolve the question again.
+	KDNSAnswer KDNSEventKind = 2
+)
+
+// KDNSEvent is a datagram the kernel DNS path hands to user space.
+type KDNSEvent struct {
+	Session  uint64
+	Kind     KDNSEventKind
+	Why      uint8
+	Client   netip.AddrPort // the asking socket (IPv4 unmapped when the datagram was IPv4)
+	Upstream netip.AddrPort // the answer's source
+	IPv6     bool           // the datagram's family
+	Msg      []byte
+}
+
+// ParseKDNSEvent decodes a kernel DNS ring buffer record.
+func ParseKDNSEvent(raw []byte) (KDNSEvent, error) {
+	var e sluiceKdnsEvent
+	if len(raw) < binary.Size(e) {
+		return KDNSEvent{}, fmt.Errorf("kernel DNS event: %d bytes, want %d", len(raw), binary.Size(e))
+	}
+	if err := binary.Read(bytes.NewReader(raw), binary.NativeEndian, &e); err != nil {
+		return KDNSEvent{}, fmt.Errorf("kernel DNS event: %w", err)
+	}
+	n := min(int(e.Len), len(e.Msg))
+	v6 := e.Family == 10
+	addr := func(b [16]byte) netip.Addr {
+		a := netip.AddrFrom16(b)
+		if !v6 {
+			a = a.Unmap()
+		}
+		return a
+	}
+	return KDNSEvent{
+		Session:  e.Session,
+		Kind:     KDNSEventKind(e.Kind),
+		Why:      e.Why,
+		Client:   netip.AddrPortFrom(addr(e.Client), e.ClientPort),
+		Upstream: netip.AddrPortFrom(addr(e.Upstream), e.UpstreamPort),
+		IPv6:     v6,
+		Msg:      append([]byte(nil), e.Msg[:n]...),
+	}, nil
+}
+
+// ForgetExpired removes a learned IP of the session only if it has expired
+// by now: the kernel DNS path may have extended it behind the resolver's
+// back, and a live entry must never be cut.
+func (d *Datapath) ForgetExpired(cgid uint64, addr netip.Addr, now time.Duration) error {
+	k := sluiceLearnedKey{Session: cgid, Addr: addr.Unmap().As16()}
+	var v sluiceLearnedValue
+	if err := d.objs.Learned.Lookup(&k, &v); err != nil {
+		return nil
+	}
+	if time.Duration(v.Expires) > now {
+		return nil
+	}
+	return d.Forget(cgid, addr)
+}
+
+// SweepLearned removes the session's learned IPs that expired before
+// now: the kernel DNS path learns without telling user space, so this is
+// its garbage collector.
+func (d *Datapath) SweepLearned(cgid uint64, now time.Duration) (int, error) {
+	var k sluiceLearnedKey
+	var v sluiceLearnedValue
+	var dead []sluiceLearnedKey
+	it := d.objs.Learned.Iterate()
+	for it.Next(&k, &v) {
+		if k.Session == cgid && time.Duration(v.Expires) < now {
+			dead = append(dead, k)
+		}
+	}
+	n := 0
+	for i := range dead {
+		if d.ForgetExpired(cgid, netip.AddrFrom16(dead[i].Addr), now) == nil {
+			n++
+		}
+	}
+	return n, it.Err()
+}
+
+// KDNSProgramStats are the run time and run count of the kernel DNS path's
+// egress and ingress programs, for benchmarks. The kernel counts only while
+// statistics are on (ebpf.EnableStats, or sysctl kernel.bpf_stats_enabled).
+func (d *Datapath) KDNSProgramStats() (egress, ingress ebpf.ProgramStats, err error) {
+	get := func(name string) (ebpf.ProgramStats, error) {
+		i := 0 // d.progs holds the attachments in force, in order
+		for _, a := range attachments {
+			if d.skip(a) {
+				continue
+			}
+			if a.name == name && i < len(d.progs) {
+				s, err := d.progs[i].Stats()
+				if err != nil {
+					return ebpf.ProgramStats{}, fmt.Errorf("statistics of %s: %w", name, err)
+				}
+				return *s, nil
+			}
+			i++
+		}
+		return ebpf.ProgramStats{}, fmt.Errorf("statistics of %s: no such program", name)
+	}
+	if egress, err = get("link_kdns_egress"); err != nil {
+		return egress, ingress, err
+	}
+	ingress, err = get("link_kdns_ingress")
+	return egress, ingress, err
+}
