@@ -23,4 +23,13 @@ type Spec struct {
 	// namespace's processes, with its pid numbers. Nil: the spawning
 	// thread's own.
 	PidNS *os.File
+	// Sockets are the unix socket paths the session may reach by name:
+	// in the session's mount namespace, each that the user could replace
+	// is made a mount point of itself, and so is each directory above it
+	// the user could rename (so the name keeps leading to the socket it
+	// led to at the start). OnSocket, if set, is told whether each name
+	// is so held, and if not, why (it does not exist, it is not a
+	// socket, it is a symlink the user could replace).
+	Sockets  []string
+	OnSocket func(name string, held bool, why string)
 }
