@@ -318,7 +318,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	ss.info.Hidden = hid
 	_ = ss.save() // with the pid, for the next daemon's signals
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
-		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s", ss.info.Name, req.Argv[0], sandbox.StartedNote(hid))})
+		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s%s", ss.info.Name, req.Argv[0], joinedNote(joined, p), sandbox.StartedNote(hid))})
 	close(ss.started)
 	go ss.waitCommand()
 	return ss, nil

@@ -82,3 +82,12 @@ func callerOf(p peer) callerns.Caller {
 	}
 	return c
 }
+
+// joinedNote is what session_started adds for a session started in its
+// caller's namespaces: which process's, as the daemon sees its pid.
+func joinedNote(joined bool, p peer) string {
+	if !joined {
+		return ""
+	}
+	return fmt.Sprintf(" in the namespaces of its caller, pid %d (a container caller)", p.PID)
+}

@@ -147,6 +147,10 @@ func TestRunInContainerThroughHostDaemon(t *testing.T) {
 		t.Errorf("the command's pid as it sees itself is %q: not a pid of the container's namespace", lines[7])
 	}
 
+	waitAuditMatch(t, audit, "a session_started line saying the session runs in its caller's namespaces", func(e map[string]any) bool {
+		return e["type"] == "session_started" && strings.Contains(fmt.Sprint(e["message"]), "in the namespaces of its caller")
+	})
+
 	// Another uid in the same container: not in --container-caller. The
 	// daemon answers 403, which it alone records as session_refused.
 	if _, stderr, code := run("1001:65534", "--allow", "allowed.test", "--", "probe", "tcp", world.DeniedV4.String(), fmt.Sprint(deniedPort)); code == 0 ||
