@@ -184,7 +184,7 @@ func (r *Root) newScope(name string) (*Session, error) {
 		killStub(stub)
 		return nil, err
 	}
-	if !inCgroup(stub.Pid, "/"+r.rel(name)) {
+	if !stubMoved(stub.Pid, "/"+r.rel(name)) {
 		killStub(stub)
 		return nil, fmt.Errorf("cgroups: scope %s: systemd did not move its placeholder into %s", name, s.Path())
 	}
@@ -192,20 +192,35 @@ func (r *Root) newScope(name string) (*Session, error) {
 	return s, nil
 }
 
-// startStub starts the scope's placeholder. It dies with the thread that
-// started it at the latest (Pdeathsig), so a daemon that dies before the
-// command starts leaves an empty scope, which systemd removes.
+// startStub starts the scope's placeholder. It is not tied to this
+// process's life (Pdeathsig fires when the creating thread ends, which
+// in Go may be long before the process does): if the daemon dies before
+// the command starts, the next one finds the scope in the slice with no
+// owner and removes it, placeholder and all (Enforcer.Reclaim).
 func startStub() (*os.Process, error) {
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		return nil, fmt.Errorf("cgroups: scope placeholder: %w", err)
 	}
-	cmd := exec.Command(sleep, "3600")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
+	cmd := exec.Command(sleep, "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("cgroups: scope placeholder: %w", err)
 	}
 	return cmd.Process, nil
+}
+
+// stubMoved waits a moment for the placeholder to show in the scope's
+// cgroup: systemd has moved it when the job is done, but give the check
+// some slack rather than fail a session on a stale read.
+func stubMoved(pid int, member string) bool {
+	for i := 0; i < 20; i++ {
+		if inCgroup(pid, member) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }
 
 func killStub(p *os.Process) {

@@ -102,6 +102,12 @@ else
 fi
 cat "$slice/cgroup.controllers"
 
+echo "--- a daemon session before any restart"
+sluice run --user nobody:nogroup --allowlist /tmp/t/strict.json -- bash -c "$(probe pre)" >/tmp/t/pre.out 2>&1 &
+pre=$!
+verdict pre "Operation not permitted"
+wait_for 20 sh -c "! kill -0 $pre 2>/dev/null" || fail "session pre: its client did not end"
+
 echo "--- systemctl restart sluice"
 before=$(scopes)
 systemctl restart sluice.service || fail "systemctl restart sluice failed"

@@ -92,6 +92,11 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("tar", "-C", root, "-xf", tarball)
+	// Tarballs made by mktemp'd directories record a 0700 root, which
+	// would keep every user but root out of everything.
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	run("go", "build", "-o", filepath.Join(root, "usr/local/bin/sluice"), "./cmd/sluice")
 
 	// The packaged unit as it is, pointed at the binary; the test script
@@ -145,10 +150,14 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 		"--capability=CAP_BPF,CAP_PERFMON,CAP_NET_ADMIN",
 		"--system-call-filter=bpf perf_event_open landlock_create_ruleset landlock_add_rule landlock_restrict_self",
 		"--bind="+bpffs+":/sys/fs/bpf",
+		// When the deadline sends nspawn SIGTERM, it kills the container
+		// at once instead of asking it to power off, which could hang.
+		"--kill-signal=SIGKILL",
 		"systemd.unit=sluice-test.target")
 	// A pure cgroup v2 tree inside, whatever the host's layout.
 	boot.Env = append(os.Environ(), "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1")
-	// nspawn powers the container off on SIGTERM; SIGKILL if it hangs.
+	// SIGTERM makes nspawn kill the container (--kill-signal) and exit;
+	// SIGKILL for nspawn itself only if that hangs.
 	boot.Cancel = func() error { return boot.Process.Signal(unix.SIGTERM) }
 	boot.WaitDelay = 20 * time.Second
 	start := time.Now()
