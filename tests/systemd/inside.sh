@@ -60,7 +60,8 @@ sluice check 2>&1 | grep "session cgroups" || fail "sluice check prints no 'sess
 sluice check 2>&1 | grep "session cgroups" | grep -q "transient scope" || fail "sluice check does not say sessions are transient scopes"
 ok "sluice check says sessions are transient scopes"
 limits=()
-if grep -qw pids "$slice/cgroup.controllers" 2>/dev/null; then limits=(--pids-max 64); fi
+if grep -qw pids "$slice/cgroup.controllers" 2>/dev/null; then limits+=(--pids-max 64); fi
+if grep -qw memory "$slice/cgroup.controllers" 2>/dev/null; then limits+=(--memory-max 256M); fi
 
 echo "--- sudo sluice run without a daemon"
 sluice run --user nobody:nogroup --allowlist /tmp/t/strict.json -- bash -c "$(probe solo)" &
@@ -93,13 +94,22 @@ for s in $(scopes); do
 	[ "$(systemctl show -P Delegate "$(basename "$s")")" = yes ] || fail "$(basename "$s") is not delegated"
 done
 ok "each scope holds its command and has Delegate=yes"
-if [ ${#limits[@]} -gt 0 ]; then
+case " ${limits[*]} " in
+*" --pids-max "*)
 	grep -lx 64 "$slice"/sluice-run-*.scope/pids.max >/dev/null || fail "--pids-max 64: no scope has pids.max 64"
 	systemctl show -P TasksMax $(cd "$slice" && ls -d sluice-run-*.scope) | grep -qx 64 || fail "--pids-max 64: no scope has TasksMax=64"
 	ok "--pids-max 64 is pids.max and TasksMax of the scope"
-else
-	echo "note: systemd offers sluice.slice no pids controller here (a hybrid host): --pids-max not tried"
-fi
+	;;
+*) echo "note: systemd offers sluice.slice no pids controller here (a hybrid host): --pids-max not tried" ;;
+esac
+case " ${limits[*]} " in
+*" --memory-max "*)
+	grep -lx 268435456 "$slice"/sluice-run-*.scope/memory.max >/dev/null || fail "--memory-max 256M: no scope has memory.max 268435456"
+	systemctl show -P MemoryMax $(cd "$slice" && ls -d sluice-run-*.scope) | grep -qx 268435456 || fail "--memory-max 256M: no scope has MemoryMax=268435456"
+	ok "--memory-max 256M is memory.max and MemoryMax of the scope"
+	;;
+*) echo "note: systemd offers sluice.slice no memory controller here (a hybrid host): --memory-max not tried" ;;
+esac
 cat "$slice/cgroup.controllers"
 
 echo "--- a daemon session before any restart"
