@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
 )
 
@@ -49,6 +50,18 @@ func FromKernelBrief(session string, ev loader.Event) Event {
 		if ev.Hook == loader.HookSockCreate {
 			e.Proto = loader.SocketProtoName(ev.Args[2])
 		}
+	}
+	return e
+}
+
+// FromLandlock is the audit event of a refusal by a session's Landlock
+// domain (package kaudit).
+func FromLandlock(session string, d kaudit.Denial) Event {
+	e := Event{Type: SandboxDenied, Session: session, PID: d.PID, Comm: d.Comm, Exe: d.Exe,
+		Access: strings.TrimSuffix(strings.TrimSuffix(d.Access(), " of"), " to"), Target: d.Target(), TargetPID: d.TargetPID,
+		Reason: "outside the session", Message: d.String()}
+	if !d.Sideways() {
+		e.Reason = "refused by Landlock"
 	}
 	return e
 }

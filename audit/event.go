@@ -22,6 +22,12 @@ type Event struct {
 	Actor   *uint32   `json:"actor_uid,omitempty"`
 	Entries []string  `json:"entries,omitempty"`
 	Exit    *int      `json:"exit,omitempty"`
+	// Access, Target and TargetPID describe a sandbox_denied line: what
+	// the session's Landlock domain refused ("ptrace", "pidfd_getfd",
+	// "signal", ...) and the process it reached for ("bash[1234]").
+	Access    string `json:"access,omitempty"`
+	Target    string `json:"target,omitempty"`
+	TargetPID uint32 `json:"target_pid,omitempty"`
 	// Suppressed is how many deny events an events_suppressed line stands
 	// for.
 	Suppressed int `json:"suppressed,omitempty"`
@@ -42,6 +48,11 @@ const (
 	MapFull        = "map_full"
 	UpstreamFailed = "dns_upstream_failed"
 	ProxyRefused   = "proxy_refused"
+	// SandboxDenied: the session's Landlock domain refused a process of
+	// the session access to one outside it (ptrace, pidfd_getfd,
+	// process_vm_*, /proc/PID/mem, a signal), read from the kernel's
+	// audit records (package kaudit).
+	SandboxDenied  = "sandbox_denied"
 	PolicyChanged  = "policy_changed"
 	PolicyInvalid  = "policy_invalid"
 	SessionRefused = "session_refused"
@@ -58,4 +69,4 @@ const (
 // Types lists every event type, in the order docs/audit.md gives them.
 var Types = []string{DaemonStarted, DaemonStopped, SessionStarted, SessionAdopted, SessionEnded,
 	EgressDenied, EgressAudit, DNSRefused, DNSAudit, Rebinding, RebindingAudit, CapReached, MapFull,
-	UpstreamFailed, ProxyRefused, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused, Suppressed}
+	UpstreamFailed, ProxyRefused, SandboxDenied, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused, Suppressed}

@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/userspace/proxy"
 )
@@ -65,7 +66,7 @@ func TestFieldsMatchTheSchema(t *testing.T) {
 	uid, exit := uint32(1000), 3
 	b, err := json.Marshal(Event{Time: time.Now(), Type: EgressDenied, Session: "s", PID: 1, Comm: "c", Exe: "/e", UID: &uid,
 		Dst: "203.0.113.1", Port: 443, Proto: "tcp", Host: "h.test", Reason: "r", Message: "m", Actor: &uid,
-		Entries: []string{"x.test"}, Exit: &exit, Suppressed: 2})
+		Entries: []string{"x.test"}, Exit: &exit, Suppressed: 2, Access: "ptrace", Target: "bash[7]", TargetPID: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,11 @@ func TestConvertedEventsValidate(t *testing.T) {
 		}
 		events = append(events, e)
 	}
-	events = append(events, SuppressedEvent("run-1", 5), SuppressedEvent("", 5))
+	events = append(events, SuppressedEvent("run-1", 5), SuppressedEvent("", 5),
+		FromLandlock("run-1", kaudit.Denial{Blockers: []string{"ptrace"}, PID: 42, Comm: "gdb", Exe: "/usr/bin/gdb", Syscall: "pidfd_getfd",
+			TargetPID: 7, TargetComm: "bash"}),
+		FromLandlock("run-1", kaudit.Denial{Blockers: []string{"scope.signal"}, TargetPID: 7, TargetComm: "bash"}),
+		FromLandlock("run-1", kaudit.Denial{Blockers: []string{"fs.make_block"}, Path: "/dev/x", PID: 42, Comm: "mknod"}))
 	for _, e := range events {
 		if e.Time.IsZero() {
 			e.Time = time.Now().UTC()
@@ -126,6 +131,17 @@ func TestConvertedEventsValidate(t *testing.T) {
 		if err := schema.Validate(doc); err != nil {
 			t.Errorf("%s does not match the schema: %v", b, err)
 		}
+	}
+}
+
+func TestFromLandlock(t *testing.T) {
+	e := FromLandlock("run-1", kaudit.Denial{Blockers: []string{"ptrace"}, PID: 42, Comm: "gdb", Syscall: "ptrace", TargetPID: 7, TargetComm: "bash"})
+	if e.Type != SandboxDenied || e.Access != "ptrace" || e.Target != "bash[7]" || e.TargetPID != 7 || e.PID != 42 ||
+		e.Reason != "outside the session" || e.Message != "denied gdb[42] -> ptrace of bash[7]: outside the session" {
+		t.Errorf("FromLandlock = %+v", e)
+	}
+	if e := FromLandlock("run-1", kaudit.Denial{Blockers: []string{"scope.signal"}, PID: 42, Comm: "kill", TargetPID: 7, TargetComm: "bash"}); e.Access != "signal" {
+		t.Errorf("a signal refusal's access: %q", e.Access)
 	}
 }
 

@@ -220,6 +220,9 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
 		return nil, err
 	}
+	if err := mayAllowUserNS(who, req.AllowUserNS); err != nil {
+		return nil, err
+	}
 	if err := mayShareProcesses(who, req.ShareProcesses); err != nil {
 		return nil, err
 	}
@@ -267,9 +270,12 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	// unit's sandbox.
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
-		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd}}
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS}}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
+	spec.Sandbox.OnSocketDropped = func(name, why string) {
+		fmt.Fprintf(files[2], "sluice: note: the unix socket %s is not reachable in this session: %s\n", name, why)
+	}
 	s.mu.Lock()
 	s.sessions[ss.info.Name] = ss
 	s.mu.Unlock()
@@ -294,6 +300,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
+	s.sandboxStarted(cmd.Process.Pid, ss.info.Name)
 	ss.info.Hidden = hid
 	_ = ss.save() // with the pid, for the next daemon's signals
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,

@@ -15,6 +15,7 @@ type metrics struct {
 	upstream   prometheus.Histogram
 	events     *prometheus.CounterVec
 	policy     *prometheus.CounterVec
+	sandbox    *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -34,7 +35,10 @@ func newMetrics(s *Server) *metrics {
 			Name: "sluice_policy_reloads_total", Help: "Machine allowlist reloads, by result.",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.dnsQueries, m.upstream, m.events, m.policy, &sessionCollector{s: s})
+	m.sandbox = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_sandbox_denials_total", Help: "Refusals by sessions' Landlock domains (ptrace, pidfd_getfd, process_vm_*, /proc files, signal), read from the kernel's audit records; every one, before the audit log's rate limit.",
+	}, []string{"access"})
+	m.reg.MustRegister(m.dnsQueries, m.upstream, m.events, m.policy, m.sandbox, &sessionCollector{s: s})
 	for _, v := range []string{"forwarded", "cached", "refused", "servfail", "local", "other"} {
 		m.dnsQueries.WithLabelValues(v)
 	}

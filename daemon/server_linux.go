@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
 )
 
@@ -80,6 +81,11 @@ type Server struct {
 	orphans  map[string]*audit.Limiter // rate limits of sessions no daemon owns, by name (their programs flood too)
 	stop     chan struct{}
 	wg       sync.WaitGroup
+
+	// sandboxWatch reads the sessions' Landlock refusals (nil: they
+	// cannot be read); sandboxAttr finds their sessions.
+	sandboxWatch *kaudit.Watch
+	sandboxAttr  *kaudit.Attributor
 
 	global  *ringbuf.Reader // the datapath's global ring buffer
 	flushed chan struct{}   // the reader drained up to a Flush
@@ -208,6 +214,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- s.metricsSrv.Serve(ml) }()
 	}
 	s.wg.Go(s.watchAllowlist)
+	s.watchSandbox()
 	if gr, err := s.e.Datapath().GlobalEvents(); err == nil {
 		// The daemon's sessions (and leftovers) deliver their deny events
 		// to the global ring buffer; one reader dispatches them.

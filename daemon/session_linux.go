@@ -204,6 +204,7 @@ func (ss *session) waitCommand() {
 // end removes the session: leftover processes are killed, its cgroup, map
 // entries and record removed.
 func (ss *session) end(code int) {
+	ss.srv.sandboxEnded(ss.info.PID, ss.info.Name)
 	_ = ss.s.Kill()
 	ss.srv.drainEvents()
 	if err := ss.s.Close(); err != nil {

@@ -35,6 +35,11 @@ const (
 	// ShimAbstractUnix leaves abstract unix sockets outside the session
 	// reachable.
 	ShimAbstractUnix = "--abstract-unix"
+	// ShimAllowUserNS lets a command without the Landlock domain create
+	// user namespaces, in which it could mount over the names of allowed
+	// unix sockets (sandbox.RefuseUserNamespaces says why they are
+	// refused).
+	ShimAllowUserNS = "--allow-userns"
 	// ShimExitFD N, before the other arguments, makes the shim the
 	// session's supervisor: it runs the shim with the rest of its
 	// arguments as its child and writes the child's exit status to
@@ -63,8 +68,18 @@ type SandboxSpec struct {
 	// session reachable (for an allowlist that lists one; the datapath
 	// judges unix sockets too).
 	AbstractUnix bool
+	// AllowUserNamespaces lets a command without process isolation
+	// (ShareProcesses) create user namespaces, in which it could bind
+	// another socket over an allowed unix socket name; by default the
+	// shim refuses them there (sandbox.RefuseUserNamespaces). With process
+	// isolation they are allowed and changes nothing: the Landlock domain
+	// refuses every mount.
+	AllowUserNamespaces bool
 	// OnHidden, if set, is told each path the session hides.
 	OnHidden func(path string)
+	// OnSocketDropped, if set, is told each built-in unix socket name
+	// the session does not get, and why (sandbox.Spec.Sockets).
+	OnSocketDropped func(name, why string)
 }
 
 // shimArgs is the command line of FamiliesShim that runs path with argv
@@ -77,6 +92,9 @@ func shimArgs(shim, path string, argv []string, sb SandboxSpec) []string {
 	if sb.AbstractUnix {
 		args = append(args, ShimAbstractUnix)
 	}
+	if sb.AllowUserNamespaces {
+		args = append(args, ShimAllowUserNS)
+	}
 	return append(append(args, "--"), argv...)
 }
 
@@ -85,6 +103,7 @@ type ShimOptions struct {
 	Path           string
 	ShareProcesses bool
 	AbstractUnix   bool
+	AllowUserNS    bool
 	Argv           []string
 }
 
@@ -92,7 +111,7 @@ type ShimOptions struct {
 // --path PATH, the flags above, "--", then the command line.
 func ParseShimArgs(args []string) (ShimOptions, error) {
 	var o ShimOptions
-	usage := errors.New("usage: " + FamiliesShim + " --path PATH [" + ShimShareProcesses + "] [" + ShimAbstractUnix + "] -- ARGV")
+	usage := errors.New("usage: " + FamiliesShim + " --path PATH [" + ShimShareProcesses + "] [" + ShimAbstractUnix + "] [" + ShimAllowUserNS + "] -- ARGV")
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
 		case "--path":
@@ -105,6 +124,8 @@ func ParseShimArgs(args []string) (ShimOptions, error) {
 			o.ShareProcesses = true
 		case ShimAbstractUnix:
 			o.AbstractUnix = true
+		case ShimAllowUserNS:
+			o.AllowUserNS = true
 		case "--":
 			o.Argv = args[i+1:]
 			if o.Path == "" || len(o.Argv) == 0 {
@@ -143,6 +164,12 @@ type CommandSpec struct {
 	// nil: /dev/null, as with exec.Cmd.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// ExtraFiles are passed on as descriptors 3, 4, ... (exec.Cmd's
+	// ExtraFiles); nothing else the caller holds reaches the command
+	// unless it was left without close-on-exec. A socket passed here was
+	// made outside the session and is not judged by its datapath: only
+	// what a user asks for explicitly belongs here.
+	ExtraFiles []*os.File
 	// User is whom the command runs as; uid 0 is refused when it starts.
 	User cgroups.SpawnOptions
 	// ExitStatus, when set, is a file the command's exit status is written
@@ -189,8 +216,11 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 	}
 	env = append(env, SessionEnv+"="+session)
 	args := shimArgs(shim, c.Path, c.Argv, c.Sandbox)
-	var extra []*os.File
+	extra := c.ExtraFiles
 	if c.ExitStatus != nil {
+		if len(c.ExtraFiles) > 0 {
+			return nil, errors.New("a supervised command (ExitStatus) takes no ExtraFiles: the supervisor's descriptor 3 is its exit status")
+		}
 		// ExtraFiles[0] is descriptor 3 in the shim, which then stays as
 		// the command's supervisor (ShimExitFD).
 		args = append([]string{args[0], args[1], ShimExitFD, "3"}, args[2:]...)

@@ -201,7 +201,7 @@ func lastValue(env []string, key string) string {
 }
 
 func TestShimArgsRoundTrip(t *testing.T) {
-	for _, sb := range []SandboxSpec{{}, {ShareProcesses: true}, {AbstractUnix: true}, {ShareProcesses: true, AbstractUnix: true}} {
+	for _, sb := range []SandboxSpec{{}, {ShareProcesses: true}, {AbstractUnix: true}, {ShareProcesses: true, AbstractUnix: true}, {AllowUserNamespaces: true}} {
 		args := shimArgs(testShim, "/bin/sh", []string{"sh", "--", "-c"}, sb)
 		if args[0] != testShim || args[1] != FamiliesShim {
 			t.Fatalf("args %q", args)
@@ -210,7 +210,7 @@ func TestShimArgsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if o.Path != "/bin/sh" || o.ShareProcesses != sb.ShareProcesses || o.AbstractUnix != sb.AbstractUnix || !slices.Equal(o.Argv, []string{"sh", "--", "-c"}) {
+		if o.Path != "/bin/sh" || o.ShareProcesses != sb.ShareProcesses || o.AbstractUnix != sb.AbstractUnix || o.AllowUserNS != sb.AllowUserNamespaces || !slices.Equal(o.Argv, []string{"sh", "--", "-c"}) {
 			t.Errorf("%q parsed as %+v", args, o)
 		}
 	}
@@ -229,7 +229,7 @@ func TestBuildDefaultsToTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := ParseShimArgs(cmd.Args[2:])
-	if err != nil || o.ShareProcesses || o.AbstractUnix {
+	if err != nil || o.ShareProcesses || o.AbstractUnix || o.AllowUserNS {
 		t.Errorf("default shim args %q: %+v %v", cmd.Args, o, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -281,7 +282,8 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
 	}
-	if err := s.allowUnixExtra(BuiltinUnixSockets(spec.User.UID, spec.Env)); err != nil {
+	builtins := BuiltinUnixSockets(spec.User.UID, spec.Env)
+	if err := s.allowUnixExtra(builtins); err != nil {
 		return nil, err
 	}
 	// Abstract unix sockets have one judge: the datapath where it judges
@@ -291,9 +293,38 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if s.e.dp.UnixJudging() == nil {
 		spec.Sandbox.AbstractUnix = true
 	}
-	prepare, err := spec.sandboxPrepare()
+	// Names are judged, and the kernel follows them afterwards: the
+	// sandbox holds each allowed name to the socket it names now. A
+	// built-in name it cannot hold (absent, or a symlink the user could
+	// replace) is not allowed: the session could make it lead to any
+	// socket. Names the allowlist lists are the user's choice and stay.
+	var dropped []string
+	onSocket := func(name string, held bool, why string) {
+		if held || !slices.Contains(builtins, name) {
+			return
+		}
+		dropped = append(dropped, name)
+		if spec.Sandbox.OnSocketDropped != nil && !strings.HasPrefix(why, "it does not exist") {
+			spec.Sandbox.OnSocketDropped(name, why)
+		}
+	}
+	sockets := slices.Clone(builtins)
+	for _, u := range s.Policy().Local().UnixSockets {
+		if !allowlist.UnixGlob(u) {
+			sockets = append(sockets, u)
+		}
+	}
+	build, err := spec.sandboxPrepare(sockets, onSocket)
 	if err != nil {
 		return nil, err
+	}
+	// Runs on the spawning thread before the command is cloned: a name
+	// is revoked before anything could connect to it.
+	prepare := func() error {
+		if err := build(); err != nil {
+			return err
+		}
+		return s.dropUnixExtra(dropped)
 	}
 	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
 }

@@ -12,7 +12,11 @@ import (
 // command that asks for process isolation on a kernel without Landlock is
 // refused here rather than left to fail in the shim, and never downgraded
 // silently.
-func (c CommandSpec) sandboxPrepare() (func() error, error) {
+//
+// sockets are the unix socket names the session may reach; the sandbox
+// holds each to the socket it names at the start (sandbox.Spec.Sockets)
+// and tells onSocket which it could not.
+func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string, held bool, why string)) (func() error, error) {
 	sb := c.Sandbox
 	if !sb.ShareProcesses && sandbox.LandlockABI() < 1 {
 		return nil, errors.New("process isolation needs Landlock (Linux 5.13 with landlock in the lsm= list), which this kernel does not offer: without it the command could trace and read its user's other processes; pass --share-processes to run it anyway")
@@ -21,7 +25,8 @@ func (c CommandSpec) sandboxPrepare() (func() error, error) {
 	if sb.Hidden != nil {
 		hidden = *sb.Hidden
 	}
-	spec := sandbox.Spec{Processes: !sb.ShareProcesses, Hidden: hidden, Home: sb.Home, UID: c.User.UID}
+	spec := sandbox.Spec{Processes: !sb.ShareProcesses, Hidden: hidden, Home: sb.Home, UID: c.User.UID,
+		Sockets: sockets, OnSocket: onSocket}
 	from, onHidden := sb.MountNamespaceOf, sb.OnHidden
 	return func() error {
 		if err := sandbox.Enter(spec, from, onHidden); err != nil {

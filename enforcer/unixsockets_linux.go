@@ -80,6 +80,17 @@ func (s *Session) applyLocal(l allowlist.Local) error {
 	return errors.Join(errs...)
 }
 
+// dropUnixExtra takes names back from the ones allowUnixExtra allowed.
+func (s *Session) dropUnixExtra(names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unixExtra = slices.DeleteFunc(s.unixExtra, func(n string) bool { return slices.Contains(names, n) })
+	return s.applyLocal(s.policy.Local())
+}
+
 // allowUnixExtra lets the session reach more unix sockets than its policy
 // names: the built-in list for the command's user and environment, and the
 // daemon's API socket. Start calls it before the command runs.

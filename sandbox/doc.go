@@ -46,6 +46,15 @@
 // check (setpriority, sched_setaffinity, ioprio_set, prlimit on another
 // process): they can slow a process down, not take its sockets or memory.
 //
+// Refusals are explained, not silent, where the kernel can say what it
+// refused: with Landlock ABI 7 (Linux 6.15) the shim asks for the
+// command's refusals to be logged after its exec
+// (LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON), and the session's owner reads
+// the kernel's audit records (package kaudit) and prints "sluice: denied
+// gdb[4242] -> ptrace of bash[1234]: outside the session", with a
+// sandbox_denied audit event. The kernel writes them only when the
+// machine's audit is on (auditd, audit=1); sluice does not turn it on.
+//
 // Without Landlock (a kernel before 5.13 or without landlock in lsm=) the
 // command builder refuses to start a session with process isolation, and
 // says how to opt out; before ABI 6 the shim notes which scopes are missing.
@@ -69,6 +78,21 @@
 // (which pid reuse cannot redirect), so the session sees the caller's file
 // system, not the daemon's service sandbox, and looks up the user's home in
 // it.
+//
+// # Unix socket names
+//
+// The datapath allows unix sockets by the name passed to connect(); the
+// kernel follows the name afterwards. Enter holds each allowed name
+// (Spec.Sockets) to the socket it names at the start: a name the user
+// could replace is bound onto itself, and so is each directory above it
+// the user could rename, since a mount point cannot be unlinked or
+// renamed in the namespace that has it. Names it cannot hold are reported
+// (the command builder then leaves built-in names out of the session).
+// A session cannot mount over them: with process isolation its Landlock
+// domain refuses every mount in any namespace, and without it the shim
+// refuses user namespaces (RefuseUserNamespaces) unless --allow-userns.
+// Why not refuse user namespaces always: the Landlock domain already
+// makes them harmless here, and Chromium's sandbox needs them.
 //
 // # Environment
 //

@@ -66,7 +66,15 @@ func RestrictSelf(s Scopes) (missing []string, err error) {
 		return missing, fmt.Errorf("sandbox: landlock_create_ruleset: %w", errno)
 	}
 	defer unix.Close(int(fd))
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+	// The shim execs the command next: without LOG_NEW_EXEC_ON (ABI 7,
+	// Linux 6.15) the kernel would log none of the command's refusals,
+	// and a session's owner reads them to explain them (package kaudit).
+	// They are written only where the machine's audit is on.
+	var flags uintptr
+	if abi >= 7 {
+		flags = unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, flags, 0); errno != 0 {
 		return missing, fmt.Errorf("sandbox: landlock_restrict_self: %w", errno)
 	}
 	return missing, nil

@@ -67,6 +67,9 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 			return err
 		}
 	}
+	if err := pinSockets(spec.Sockets, spec.UID, spec.OnSocket); err != nil {
+		return err
+	}
 	if spec.Processes {
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 			return fmt.Errorf("sandbox: mount the session's /proc: %w", err)

@@ -16,4 +16,13 @@ type Spec struct {
 	Home string
 	// UID is the user the command runs as.
 	UID uint32
+	// Sockets are the unix socket paths the session may reach by name:
+	// in the session's mount namespace, each that the user could replace
+	// is made a mount point of itself, and so is each directory above it
+	// the user could rename (so the name keeps leading to the socket it
+	// led to at the start). OnSocket, if set, is told whether each name
+	// is so held, and if not, why (it does not exist, it is not a
+	// socket, it is a symlink the user could replace).
+	Sockets  []string
+	OnSocket func(name string, held bool, why string)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/userspace/landlock"
@@ -123,6 +124,15 @@ func sandboxChecks() []checkResult {
 			st = checkWarn
 		}
 		rs = append(rs, checkResult{name: l.Name, status: st, detail: l.Detail, fix: l.Fix})
+	}
+	if abi := sandbox.LandlockABI(); abi >= 1 {
+		if why, fix, ok := kaudit.Explained(abi); ok {
+			rs = append(rs, checkResult{name: "sandbox refusals", status: checkPass,
+				detail: "explained: the kernel's Landlock audit records are read, and each refusal of a session's domain (ptrace, pidfd_getfd, process_vm_*, /proc/PID/mem, signals) becomes a sluice line and a sandbox_denied audit event"})
+		} else {
+			rs = append(rs, checkResult{name: "sandbox refusals", status: checkWarn,
+				detail: "silent: refused with EPERM/EACCES but not explained, because " + why, fix: fix})
+		}
 	}
 	return rs
 }

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -131,22 +129,4 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	}()
 	fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: listening on %s, allowlist %s\n", cfg.SocketPath, cfg.AllowlistPath)
 	return srv.Serve(ctx)
-}
-
-// closeInheritedOnExec marks every descriptor from 3 on close-on-exec.
-func closeInheritedOnExec() error {
-	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
-		return nil
-	}
-	// Kernels before 5.11 lack the flag: one by one.
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
-	}
-	for _, e := range ents {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= 3 {
-			unix.CloseOnExec(fd)
-		}
-	}
-	return nil
 }

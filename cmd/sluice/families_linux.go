@@ -18,8 +18,8 @@ import (
 
 // newFamiliesCmd is BPF mode's hidden shim: `__families --path P [flags]
 // -- ARGV` puts itself in the session's Landlock domain (unless
-// --share-processes), installs the socket-family filter and execs P with
-// ARGV.
+// --share-processes, which instead refuses new user namespaces unless
+// --allow-userns), installs the socket-family filter and execs P with ARGV.
 //
 // With `--exit-fd N` first (the daemon's sessions), it stays as the
 // session's supervisor instead: it runs `__families` with the rest of its
@@ -57,6 +57,14 @@ func newFamiliesCmd() *cobra.Command {
 				}
 				for _, m := range missing {
 					fmt.Fprintf(os.Stderr, "sluice: note: this kernel lacks the Landlock %s: the command can still reach outside its session that way\n", m)
+				}
+			}
+			// Without the Landlock domain, which refuses every mount,
+			// a user namespace would let the command mount over allowed
+			// unix socket names.
+			if o.ShareProcesses && !o.AllowUserNS {
+				if err := sandbox.RefuseUserNamespaces(); err != nil {
+					return &exitError{code: exitSluiceError, err: err}
 				}
 			}
 			err = landlock.ExecFamilies(o.Path, o.Argv, os.Environ())

@@ -27,6 +27,7 @@ type reporter struct {
 	denied     int
 	audited    int
 	dnsRefused int
+	sandbox    int             // refusals by the session's Landlock domain
 	dests      map[string]bool // destinations denied
 	auditDests map[string]bool // destinations audit mode let through
 	suggest    *suggestion     // for --suggest-allowlist
@@ -65,6 +66,8 @@ func (r *reporter) Report(e audit.Event, who func() string) {
 	case audit.ProxyRefused:
 		r.denied++
 		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
+	case audit.SandboxDenied:
+		r.sandbox++
 	case audit.SessionStarted, audit.SessionEnded:
 		return
 	}
@@ -177,7 +180,7 @@ func (r *reporter) Summary() string {
 		s = fmt.Sprintf("sluice: denied %d attempt%s to reach %d destination%s", r.denied, plural(r.denied), len(r.dests), plural(len(r.dests)))
 	case r.audited > 0:
 		s = fmt.Sprintf("sluice: audit: %d attempt%s to reach %d destination%s would have been denied", r.audited, plural(r.audited), len(r.auditDests), plural(len(r.auditDests)))
-	case r.dnsRefused == 0:
+	case r.dnsRefused == 0 && r.sandbox == 0:
 		return ""
 	}
 	if r.dnsRefused > 0 {
@@ -187,6 +190,14 @@ func (r *reporter) Summary() string {
 			s += ";"
 		}
 		s += fmt.Sprintf(" refused %d DNS quer%s", r.dnsRefused, map[bool]string{true: "y", false: "ies"}[r.dnsRefused == 1])
+	}
+	if r.sandbox > 0 {
+		if s == "" {
+			s = "sluice:"
+		} else {
+			s += ";"
+		}
+		s += fmt.Sprintf(" refused %d access%s to processes outside the session", r.sandbox, map[bool]string{true: "", false: "es"}[r.sandbox == 1])
 	}
 	if r.suppressed > 0 {
 		s += fmt.Sprintf(" (%d not shown above)", r.suppressed)

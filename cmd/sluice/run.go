@@ -44,6 +44,12 @@ type runOptions struct {
 	showPaths      []string
 	shareProcesses bool
 	scrubEnv       bool
+	preserveFDs    int
+	allowUserNS    bool
+
+	// passFiles are the descriptors --preserve-fds hands the command
+	// (inheritedFiles), set once run has closed the others.
+	passFiles []*os.File
 
 	reconnect time.Duration
 }
@@ -146,11 +152,20 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.showPaths, "show-path", nil, "do not hide `PATH` (a hidden credential file or directory, or anything below one) for this run; absolute or ~/... (repeatable)")
 	f.BoolVar(&o.shareProcesses, "share-processes", false, "let the command see, trace and signal its user's processes outside the session (turns process isolation off)")
 	f.BoolVar(&o.scrubEnv, "scrub-env", false, "remove environment variables named like *_TOKEN, *_KEY, *_SECRET and *PASSWORD* from the command's environment")
+	f.BoolVar(&o.allowUserNS, "allow-userns", false, "with --share-processes: let the command create user namespaces (refused there by default: inside one it could mount another socket over an allowed unix socket name; with process isolation they are allowed and mounts are refused)")
+	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass the `N` inherited descriptors 3 to 3+N-1 on to the command; every other descriptor sluice inherited is closed for it, as sudo does (a socket opened outside the session is never judged by it); not through the daemon")
 	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
 }
 
 // run checks the options and runs argv confined.
 func (o runOptions) run(cmd *cobra.Command, argv []string) error {
+	// First, before anything could start: what sluice inherited stays
+	// with sluice.
+	files, err := inheritedFiles(o.preserveFDs)
+	if err != nil {
+		return &exitError{code: exitSluiceError, err: err}
+	}
+	o.passFiles = files
 	policy, err := o.policy()
 	if err != nil {
 		return &exitError{code: exitSluiceError, err: err}

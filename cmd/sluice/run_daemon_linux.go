@@ -24,6 +24,9 @@ import (
 // spawns it with this process's stdin, stdout and stderr.
 func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
 	stderr := cmd.ErrOrStderr()
+	if len(o.passFiles) > 0 {
+		return &exitError{code: exitSluiceError, err: errors.New("--preserve-fds: the daemon's sessions get stdin, stdout and stderr only; run the command with the embedded enforcer (sudo sluice run, with no daemon socket) to pass more")}
+	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
@@ -32,7 +35,7 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
 	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
-		ShowPaths: o.showPaths, ShareProcesses: o.shareProcesses}
+		ShowPaths: o.showPaths, ShareProcesses: o.shareProcesses, AllowUserNS: o.allowUserNS}
 	// --allow entries as strings; the file as it is, so allow_private and
 	// owners survive (the daemon parses it, and policy already did here).
 	_ = policy

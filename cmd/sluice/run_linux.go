@@ -151,15 +151,28 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		}
 	})
 
+	// The sandbox's refusals (ptrace, pidfd_getfd, signals to processes
+	// outside the session) are explained like the datapath's.
+	var sw *sandboxWatch
+	if !o.shareProcesses {
+		sw = watchSandbox(e, s.Name(), func(ev audit.Event) {
+			rep.Report(ev, nil)
+			alog.write(ev)
+		})
+	}
+
 	hidden, err := sandbox.HiddenPaths(nil, policy.HiddenPaths(), o.showPaths)
 	if err != nil {
 		return fail(err)
 	}
 	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: o.commandEnv(stderr),
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, User: spawn,
-		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden}}
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: o.passFiles, User: spawn,
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden, AllowUserNamespaces: o.allowUserNS}}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(p string) { hid = append(hid, p) }
+	spec.Sandbox.OnSocketDropped = func(name, why string) {
+		fmt.Fprintf(stderr, "sluice: note: the unix socket %s is not reachable in this session: %s\n", name, why)
+	}
 	started := false
 	waitErr := supervise(func() (*exec.Cmd, error) {
 		c, err := s.Start(spec)
@@ -171,6 +184,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 			return nil, &exitError{code: code, err: fmt.Errorf("start %s: %w", argv[0], err)}
 		}
 		started = true
+		sw.started(c.Process.Pid, s.Name())
 		if len(hid) > 0 {
 			fmt.Fprintln(stderr, hiddenNotice(hid))
 		}
@@ -182,6 +196,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		return c, nil
 	})
 	if !started {
+		sw.finish()
 		return waitErr
 	}
 
@@ -189,6 +204,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	_ = s.Kill()
 	_ = s.FlushEvents()
 	readers.Wait()
+	sw.finish()
 	alog.ended(waitErr)
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)

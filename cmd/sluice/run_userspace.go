@@ -70,6 +70,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		fmt.Fprintf(stderr, "sluice: mode %s%s: outbound TCP only through the allowlist proxy at %s\n", label, note, addr)
 	}
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	c.ExtraFiles = o.passFiles
 	c.Env = o.commandEnv(cmd.ErrOrStderr())
 	if !o.noProxyEnv {
 		c.Env = append(c.Env, proxy.Env(addr)...)

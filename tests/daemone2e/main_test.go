@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -261,14 +262,37 @@ func (f *fixture) sluiceGroups(t *testing.T, start func(*exec.Cmd) error, uid, g
 // for uid 65534.
 func (f *fixture) probe(t *testing.T, flags []string, action ...string) world.ProbeResult {
 	t.Helper()
+	r, _ := f.probeStderr(t, flags, action...)
+	return r
+}
+
+// probeStderr is probe that also returns sluice's stderr.
+func (f *fixture) probeStderr(t *testing.T, flags []string, action ...string) (world.ProbeResult, string) {
+	t.Helper()
 	args := append([]string{"run", "--user", "65534:65534"}, flags...)
 	args = append(append(args, "--", world.BuildProbe(t)), action...)
-	out, _, _ := f.sluice(t, 0, 0, args...)
+	out, stderr, _ := f.sluice(t, 0, 0, args...)
 	r, err := world.ParseProbeResult([]byte(out))
 	if err != nil {
 		t.Fatalf("probe %v: %v", action, err)
 	}
-	return r
+	return r, stderr
+}
+
+// wantSandboxDenial checks that a refusal by a daemon session's sandbox
+// was explained: a line on the caller's terminal ("sluice: denied
+// probe[42] -> pidfd_getfd of probe[41]: outside the session") and a
+// sandbox_denied line in the daemon's audit log naming the access and the
+// victim's pid.
+func (f *fixture) wantSandboxDenial(t *testing.T, stderr, access string, victim int) {
+	t.Helper()
+	line := regexp.MustCompile(`(?m)^sluice: denied \S+\[\d+\] -> ` + regexp.QuoteMeta(access) + ` (of|to) \S+\[` + fmt.Sprint(victim) + `\]: outside the session$`)
+	if !line.MatchString(stderr) {
+		t.Errorf("no line explains the refused %s of %d:\n%s", access, victim, stderr)
+	}
+	f.waitAudit(t, "sandbox_denied", func(e map[string]any) bool {
+		return e["access"] == access && fmt.Sprint(e["target_pid"]) == fmt.Sprint(victim) && e["reason"] == "outside the session"
+	})
 }
 
 // auditEvents parses the audit log; every line must match

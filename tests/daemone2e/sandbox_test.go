@@ -53,6 +53,7 @@ func TestDaemonSessionUsesCallersView(t *testing.T) {
 // the world; with share_processes it works (the twin); ps shows only the
 // session; a confined caller cannot ask for share_processes.
 func TestDaemonSessionIsolatesProcesses(t *testing.T) {
+	world.EnableKernelAudit(t)
 	f := newFixture(t, "203.0.113.10")
 	udp := f.w.ListenUDP(t, world.DeniedV4)
 	for _, share := range []bool{true, false} {
@@ -63,7 +64,7 @@ func TestDaemonSessionIsolatesProcesses(t *testing.T) {
 				flags = []string{"--share-processes"}
 			}
 			start := time.Now()
-			r := f.probe(t, flags, "getfd", fmt.Sprint(pid), fd, "udp", world.DeniedV4.String(), fmt.Sprint(udp))
+			r, stderr := f.probeStderr(t, flags, "getfd", fmt.Sprint(pid), fd, "udp", world.DeniedV4.String(), fmt.Sprint(udp))
 			if share {
 				if !r.OK {
 					t.Fatalf("with share_processes the attack failed, so the test proves nothing: %s", r)
@@ -77,6 +78,7 @@ func TestDaemonSessionIsolatesProcesses(t *testing.T) {
 				t.Errorf("pidfd_getfd from a daemon session: %s, want EPERM", r)
 			}
 			f.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
+			f.wantSandboxDenial(t, stderr, "pidfd_getfd", pid)
 		})
 	}
 	out, _, code := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "ps", "-e", "-o", "comm=")
@@ -226,6 +228,7 @@ func TestDaemonRefusesCallersOwnMountNamespace(t *testing.T) {
 // sleeping same-uid process outside it are refused, and nothing reaches the
 // world; with share_processes the same probes work (the twins).
 func TestDaemonSessionCannotTouchOutsideProcesses(t *testing.T) {
+	world.EnableKernelAudit(t)
 	f := newFixture(t, "203.0.113.10")
 	udp := f.w.ListenUDP(t, world.DeniedV4)
 	for _, share := range []bool{true, false} {
@@ -246,7 +249,7 @@ func TestDaemonSessionCannotTouchOutsideProcesses(t *testing.T) {
 					args = []string{op, fmt.Sprint(pid), stackAddr(t, pid)}
 				}
 				start := time.Now()
-				r := f.probe(t, flags, args...)
+				r, stderr := f.probeStderr(t, flags, args...)
 				if strings.Contains(r.Error, "only on amd64") {
 					needs.Absent(t, "ptrace-inject is written for amd64 only")
 				}
@@ -259,6 +262,10 @@ func TestDaemonSessionCannotTouchOutsideProcesses(t *testing.T) {
 				}
 				if !share {
 					f.w.AssertNothingArrived(t, arrived, 300*time.Millisecond)
+					// The probe reads before it writes: the read is
+					// what process_vm_* is refused.
+					access := map[string]string{"ptrace-inject": "ptrace", "vm-write": "process_vm_readv", "mem-write": "/proc files", "signal": "signal"}[op]
+					f.wantSandboxDenial(t, stderr, access, pid)
 				}
 			})
 		}

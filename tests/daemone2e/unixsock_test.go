@@ -3,9 +3,13 @@
 package daemone2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -141,4 +145,89 @@ func requireUnixHooks(t *testing.T) {
 	if err := loader.ProbeUnix(); err != nil {
 		needs.Skip(t, "%v", err)
 	}
+}
+
+// TestDaemonHoldsSocketNames: a daemon session holds $SSH_AUTH_SOCK (a
+// built-in name, in a directory the session's user owns) to the agent it
+// names, in the session's mount namespace built from the caller's: the
+// session cannot replace it by a symlink to a root relay outside the
+// session, nor rename the agent's directory away, the world records
+// nothing, and the agent still answers. Unconfined, the same swap reaches
+// the world (the twin).
+func TestDaemonHoldsSocketNames(t *testing.T) {
+	requireUnixHooks(t)
+	f := newFixture(t, "203.0.113.10")
+	target := netip.AddrPortFrom(world.DeniedV4, f.denied)
+	relay := f.w.Relay(t, "unix", filepath.Join(f.dir, "relay.sock"), target)
+	probe := world.BuildProbe(t)
+	setup := func(t *testing.T) string {
+		dir, err := os.MkdirTemp(f.dir, "ssh-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		agent := filepath.Join(dir, "agent.7")
+		var ln net.Listener
+		if err := f.w.InClient(func() (err error) { ln, err = net.Listen("unix", agent); return err }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		if err := os.Chown(agent, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("agent\n"))
+				c.Close()
+			}
+		}()
+		return agent
+	}
+	script := func(agent string) string {
+		d := filepath.Dir(agent)
+		return fmt.Sprintf(`rm -f %[1]s; ln -s %[2]s %[1]s; mv %[3]s %[3]s.old && mkdir %[3]s && ln -s %[2]s %[1]s; %[4]s unix %[1]s`, agent, relay, d, probe)
+	}
+
+	t.Run("unconfined", func(t *testing.T) {
+		agent := setup(t)
+		start := time.Now()
+		cmd := exec.Command("sh", "-c", script(agent))
+		cmd.SysProcAttr = nobody
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := f.w.StartInClient(cmd); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		reached := false
+		for line := range strings.Lines(out.String()) {
+			if r, err := world.ParseProbeResult([]byte(line)); err == nil && r.OK && r.Reply == world.Greeting {
+				reached = true
+			}
+		}
+		if !reached {
+			t.Fatalf("unconfined, the swap did not reach the relay, so the test proves nothing: %s", out.String())
+		}
+		if !f.w.WaitArrival(world.All(world.Since(start), world.ToPort(world.DeniedV4, f.denied)), 2*time.Second) {
+			t.Fatalf("the unconfined swap reached nothing")
+		}
+		f.w.WaitQuiet(world.ToPort(world.DeniedV4, f.denied), 300*time.Millisecond, 3*time.Second)
+	})
+	t.Run("session", func(t *testing.T) {
+		agent := setup(t)
+		t.Setenv("SSH_AUTH_SOCK", agent)
+		start := time.Now()
+		out, _, _ := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script(agent))
+		r, err := world.ParseProbeResult([]byte(out))
+		if err != nil || !r.OK || r.Reply != "agent\n" {
+			t.Errorf("after the swaps the agent does not answer under its name: %s (%v)", out, err)
+		}
+		f.w.AssertNothingArrived(t, world.All(world.Since(start), world.ToPort(world.DeniedV4, f.denied)), 300*time.Millisecond)
+	})
 }

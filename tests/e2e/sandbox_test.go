@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,10 +122,12 @@ func writableAddr(t *testing.T, pid int) string {
 
 // sideways runs the probe the three ways and checks each; args gives
 // its arguments for each way (a victim may not survive an attack that
-// worked). f selects the world packets the attack would cause (nil: it
-// causes none).
-func sideways(t *testing.T, w *world.World, f func(time.Time) world.Filter, args func(t *testing.T) []string) {
+// worked), the victim's pid second. f selects the world packets the attack
+// would cause (nil: it causes none). access is how sluice names the
+// refused access in its line and audit event ("pidfd_getfd", "signal").
+func sideways(t *testing.T, w *world.World, f func(time.Time) world.Filter, access string, args func(t *testing.T) []string) {
 	t.Helper()
+	world.EnableKernelAudit(t)
 	t.Run("unconfined", func(t *testing.T) {
 		start := time.Now()
 		r := w.RunProbe(t, nobody, args(t)...)
@@ -147,14 +150,40 @@ func sideways(t *testing.T, w *world.World, f func(time.Time) world.Filter, args
 	})
 	t.Run("sandboxed", func(t *testing.T) {
 		start := time.Now()
-		r, _ := confinedProbe(t, w, defaultPolicy, nil, args(t)...)
+		log := filepath.Join(t.TempDir(), "audit.jsonl")
+		a := args(t)
+		r, run := confinedProbe(t, w, defaultPolicy, []string{"--audit-log", log}, a...)
 		if r.OK || (r.Errno != "EPERM" && r.Errno != "EACCES" && r.Errno != "ENOENT" && r.Errno != "ESRCH") {
 			t.Errorf("from a sandboxed session: %v, want a refusal", r)
 		}
 		if f != nil {
 			w.AssertNothingArrived(t, f(start), settle)
 		}
+		wantSandboxDenial(t, run, log, access, a[1])
 	})
+}
+
+// wantSandboxDenial checks that a refusal by the session's sandbox was
+// explained: a line on sluice's stderr ("sluice: denied probe[42] ->
+// pidfd_getfd of probe[41]: outside the session") and a sandbox_denied
+// event in the audit log naming the access and the victim's pid.
+func wantSandboxDenial(t *testing.T, run runResult, log, access, victim string) {
+	t.Helper()
+	line := regexp.MustCompile(`(?m)^sluice: denied \S+\[\d+\] -> ` + regexp.QuoteMeta(access) + ` (of|to) \S+\[` + victim + `\]: outside the session$`)
+	if !line.MatchString(run.Stderr) {
+		t.Errorf("no line explains the refused %s of %s:\n%s", access, victim, run.Stderr)
+	}
+	found := false
+	for _, e := range world.ReadAuditLog(t, log) {
+		if e["type"] == "sandbox_denied" && e["access"] == access && fmt.Sprint(e["target_pid"]) == victim &&
+			e["reason"] == "outside the session" && e["session"] != nil {
+			found = true
+		}
+	}
+	if !found {
+		b, _ := os.ReadFile(log)
+		t.Errorf("no sandbox_denied event for the refused %s of %s in the audit log:\n%s", access, victim, b)
+	}
 }
 
 // TestSidewaysPidfdGetfd: taking an outside process's socket with
@@ -164,13 +193,13 @@ func TestSidewaysPidfdGetfd(t *testing.T) {
 	tcpPort := w.ListenTCP(t, world.DeniedV4)
 	udpPort := w.ListenUDP(t, world.DeniedV4)
 	t.Run("tcp", func(t *testing.T) {
-		sideways(t, w, func(s time.Time) world.Filter { return arrived(s, world.DeniedV4, tcpPort) }, func(t *testing.T) []string {
+		sideways(t, w, func(s time.Time) world.Filter { return arrived(s, world.DeniedV4, tcpPort) }, "pidfd_getfd", func(t *testing.T) []string {
 			v := startHolder(t, w)
 			return []string{"getfd", strconv.Itoa(v.pid), v.tcp, "tcp", world.DeniedV4.String(), port(tcpPort)}
 		})
 	})
 	t.Run("udp", func(t *testing.T) {
-		sideways(t, w, func(s time.Time) world.Filter { return arrived(s, world.DeniedV4, udpPort) }, func(t *testing.T) []string {
+		sideways(t, w, func(s time.Time) world.Filter { return arrived(s, world.DeniedV4, udpPort) }, "pidfd_getfd", func(t *testing.T) []string {
 			v := startHolder(t, w)
 			return []string{"getfd", strconv.Itoa(v.pid), v.udp, "udp", world.DeniedV4.String(), port(udpPort)}
 		})
@@ -181,6 +210,7 @@ func TestSidewaysPidfdGetfd(t *testing.T) {
 // datagram itself.
 func TestSidewaysPtraceInject(t *testing.T) {
 	w := newWorld(t)
+	world.EnableKernelAudit(t)
 	udpPort := w.ListenUDP(t, world.DeniedV4)
 	// Each way gets its own victim: an injection leaves it running, but
 	// a refused one must not depend on an earlier success.
@@ -190,13 +220,15 @@ func TestSidewaysPtraceInject(t *testing.T) {
 			args := []string{"ptrace-inject", strconv.Itoa(v.pid), world.DeniedV4.String(), port(udpPort)}
 			start := time.Now()
 			var r world.ProbeResult
+			var run runResult
+			log := filepath.Join(t.TempDir(), "audit.jsonl")
 			switch way {
 			case "unconfined":
 				r = w.RunProbe(t, nobody, args...)
 			case "share-processes":
 				r, _ = confinedProbe(t, w, defaultPolicy, []string{"--share-processes"}, args...)
 			default:
-				r, _ = confinedProbe(t, w, defaultPolicy, nil, args...)
+				r, run = confinedProbe(t, w, defaultPolicy, []string{"--audit-log", log}, args...)
 			}
 			if strings.Contains(r.Error, "only on amd64") {
 				needs.Absent(t, "ptrace-inject is written for amd64 only")
@@ -206,6 +238,7 @@ func TestSidewaysPtraceInject(t *testing.T) {
 					t.Errorf("ptrace from a sandboxed session: %v, want a refusal at attach", r)
 				}
 				w.AssertNothingArrived(t, arrived(start, world.DeniedV4, udpPort), settle)
+				wantSandboxDenial(t, run, log, "ptrace", strconv.Itoa(v.pid))
 				return
 			}
 			if !r.OK || r.Sent == 0 {
@@ -223,9 +256,13 @@ func TestSidewaysMemoryWrites(t *testing.T) {
 	v := startSleeper(t, w)
 	addr := writableAddr(t, v.pid)
 	same := func(args ...string) func(*testing.T) []string { return func(*testing.T) []string { return args } }
-	t.Run("process_vm_writev", func(t *testing.T) { sideways(t, w, nil, same("vm-write", strconv.Itoa(v.pid), addr)) })
-	t.Run("proc-mem", func(t *testing.T) { sideways(t, w, nil, same("mem-write", strconv.Itoa(v.pid), addr)) })
-	t.Run("signal", func(t *testing.T) { sideways(t, w, nil, same("signal", strconv.Itoa(v.pid))) })
+	t.Run("process_vm_writev", func(t *testing.T) {
+		// The probe reads the bytes before it writes them back: the read
+		// is what is refused.
+		sideways(t, w, nil, "process_vm_readv", same("vm-write", strconv.Itoa(v.pid), addr))
+	})
+	t.Run("proc-mem", func(t *testing.T) { sideways(t, w, nil, "/proc files", same("mem-write", strconv.Itoa(v.pid), addr)) })
+	t.Run("signal", func(t *testing.T) { sideways(t, w, nil, "signal", same("signal", strconv.Itoa(v.pid))) })
 }
 
 // TestSessionSeesOnlyItself: ps in a session lists the session's
