@@ -112,6 +112,21 @@ case " ${limits[*]} " in
 esac
 cat "$slice/cgroup.controllers"
 
+echo "--- a process in sluice.slice outside any session"
+# The container has no route but loopback: a connect that sluice lets through fails with
+# "Network is unreachable" without sending anything, one that it refuses with EPERM.
+outside=$( (exec 3<>/dev/tcp/203.0.113.7/80) 2>&1)
+case "$outside" in
+*"Network is unreachable"*) ok "outside sluice.slice: $outside" ;;
+*) fail "outside sluice.slice, want 'Network is unreachable', got: $outside" ;;
+esac
+intruder=$(timeout 20 systemd-run --quiet --scope --slice=sluice.slice --unit=sluice-intruder.scope \
+	bash -c '(exec 3<>/dev/tcp/203.0.113.7/80) 2>&1; exit 0' 2>&1)
+case "$intruder" in
+*"Operation not permitted"*) ok "a scope in sluice.slice that is no session is refused: $intruder" ;;
+*) fail "a scope in sluice.slice that is no session: want 'Operation not permitted', got: $intruder" ;;
+esac
+
 echo "--- a daemon session before any restart"
 sluice run --user nobody:nogroup --allowlist /tmp/t/strict.json -- bash -c "$(probe pre)" >/tmp/t/pre.out 2>&1 &
 pre=$!
