@@ -156,4 +156,11 @@ wait_for 30 sh -c "! kill -0 $strict 2>/dev/null && ! kill -0 $open 2>/dev/null"
 cat /tmp/t/strict.out /tmp/t/open.out
 wait_for 10 no_scope || fail "scopes left after the sessions ended: $(scopes)"
 ok "the scopes are gone after the sessions"
+
+echo "--- sluice cleanup"
+systemctl stop sluice.service || fail "systemctl stop sluice failed"
+sluice cleanup || fail "sluice cleanup failed"
+[ ! -d "$slice" ] || fail "sluice cleanup left $slice"
+[ ! -e /sys/fs/bpf/sluice ] || fail "sluice cleanup left /sys/fs/bpf/sluice"
+ok "sluice cleanup stops sluice.slice and unpins the datapath"
 finish 0
