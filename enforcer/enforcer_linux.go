@@ -64,7 +64,7 @@ func Open(cfg Config) (*Enforcer, error) {
 	if err := os.MkdirAll(cfg.sessionDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
-	root, err := cgroups.OpenRoot(cfg.CgroupName)
+	root, err := openRoot(cfg.CgroupName, true)
 	if err != nil {
 		return nil, fmt.Errorf("open sluice cgroup: %w", err)
 	}
@@ -153,7 +153,7 @@ type Session struct {
 func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	name := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:]))
+	name := e.root.SessionName(fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:])))
 
 	lock, err := os.OpenFile(filepath.Join(e.cfg.sessionDir(), name+".lock"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -594,6 +594,9 @@ func Cleanup(cfg Config) error {
 // read-only commands and cleanup never create one. It returns an error
 // wrapping os.ErrNotExist when there is none.
 func OpenExistingRoot(name string) (*cgroups.Root, error) {
+	if SystemdScopes() {
+		return openRoot(name, false)
+	}
 	mount, err := cgroups.Mount()
 	if err != nil {
 		return nil, err

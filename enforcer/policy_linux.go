@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/loader"
 )
 
 // Policy is the session's policy in force.
@@ -112,6 +113,14 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 	s.unixExtra = slices.Clone(opts.UnixSockets)
 	if opts.Audit {
 		s.cfg.Flags |= 1
+	}
+	// The loopback mode is the policy's, and startResolver rewrites the
+	// session's whole entry (with the resolver's ports): without the flag
+	// here, a restart would reopen loopback to a "loopback": "session"
+	// session.
+	if opts.Policy != nil && opts.Policy.Local().Loopback.Strict() {
+		s.cfg.Flags |= loader.FlagLoopbackSession
+		s.loopbackStrict = true
 	}
 	// With SharedEvents the daemon reads the global ring buffer; adopted
 	// sessions are scanned on removal, so a private ring buffer left by an
