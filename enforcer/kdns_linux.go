@@ -133,7 +133,13 @@ func (s *Session) startKDNS(opts Options, ups []string) error {
 		}
 	}
 	s.e.kdns.add(id, s)
-	if err := s.e.dp.SetKDNS(id, cfg, kdnsNames(opts.Policy)); err != nil {
+	// The kernel path's programs run on this session's cgroup only
+	// (loader.AttachKDNS): sessions on the resolver path never pay for them.
+	err := s.e.dp.AttachKDNS(id, s.cg.Path())
+	if err == nil {
+		err = s.e.dp.SetKDNS(id, cfg, kdnsNames(opts.Policy))
+	}
+	if err != nil {
 		s.e.kdns.remove(id)
 		_ = s.e.dp.ClearKDNS(id)
 		return err

@@ -42,8 +42,6 @@ var attachments = []attachment{
 	{"link_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceRecvmsg6 }},
 	{"link_getpeername4", ebpf.AttachCgroupInet4GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername4 }},
 	{"link_getpeername6", ebpf.AttachCgroupInet6GetPeername, func(o *sluiceObjects) *ebpf.Program { return o.SluiceGetpeername6 }},
-	{"link_kdns_egress", ebpf.AttachCGroupInetEgress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsEgress }},
-	{"link_kdns_ingress", ebpf.AttachCGroupInetIngress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsIngress }},
 	{"link_post_bind4", ebpf.AttachCGroupInet4PostBind, func(o *sluiceObjects) *ebpf.Program { return o.SluicePostBind4 }},
 	{"link_post_bind6", ebpf.AttachCGroupInet6PostBind, func(o *sluiceObjects) *ebpf.Program { return o.SluicePostBind6 }},
 	{"link_connect_unix", ebpf.AttachCgroupUnixConnect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnectUnix }},
@@ -67,6 +65,9 @@ type Datapath struct {
 	// kdnsErr says why the kernel DNS path's programs are not attached
 	// (nil: they are); SetKDNS then refuses.
 	kdnsErr error
+	// kdnsProgs are the kernel DNS path's programs (egress, ingress), which
+	// AttachKDNS attaches to the cgroups of kernel-path sessions only.
+	kdnsProgs []*ebpf.Program
 }
 
 // skip reports an optional attachment this datapath does without.
@@ -93,6 +94,7 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return nil, err
 	}
 	defer unlock()
+	unpinLegacyKDNS(pinDir)
 
 	spec, err := loadSpec()
 	if err != nil {
@@ -138,6 +140,10 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		}
 		d.links = append(d.links, l)
 		d.progs = append(d.progs, a.prog(&d.objs))
+	}
+	if err := d.installKDNS(); err != nil {
+		d.Close()
+		return nil, err
 	}
 	if err := d.pinObjectHash(); err != nil {
 		d.Close()
@@ -248,10 +254,17 @@ func (d *Datapath) reuse(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions
 		}
 		progs = append(progs, p)
 	}
-	if err := spec.LoadAndAssign(&d.objs.sluiceMaps, opts); err != nil {
+	kprogs, err := d.pinnedKDNSPrograms()
+	if err != nil {
 		return fail()
 	}
-	d.links, d.progs, d.reused = links, progs, true
+	if err := spec.LoadAndAssign(&d.objs.sluiceMaps, opts); err != nil {
+		for _, p := range kprogs {
+			p.Close()
+		}
+		return fail()
+	}
+	d.links, d.progs, d.reused, d.kdnsProgs = links, progs, true, kprogs
 	return true
 }
 
@@ -298,11 +311,17 @@ func (d *Datapath) Close() error {
 		}
 	}
 	d.progs = nil
+	for _, p := range d.kdnsProgs {
+		p.Close()
+	}
+	d.kdnsProgs = nil
 	return d.objs.Close()
 }
 
 // Verify checks that every sluice program is effective on the cgroup at
-// path (a session's cgroup): the caller must refuse to spawn otherwise.
+// path (a session's cgroup): the caller must refuse to spawn otherwise. A
+// session on the kernel DNS path also needs that path's programs, attached
+// to its own cgroup (AttachKDNS); other sessions run without them.
 func (d *Datapath) Verify(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -337,7 +356,7 @@ func (d *Datapath) Verify(path string) error {
 			return fmt.Errorf("verify %s: program %d is not in force on %s", a.name, want, path)
 		}
 	}
-	return nil
+	return d.verifyKDNS(f, path)
 }
 
 // Remove unpins every link and map under pinDir, which detaches the
@@ -438,6 +457,16 @@ func Probe(cgroupPath string) error {
 		if (a.isUnix() && unixErr != nil) || (a.isKDNS() && kdnsErr != nil) {
 			continue
 		}
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})
+		if err != nil {
+			return fmt.Errorf("attach %s with bpf_link: %w", a.name, err)
+		}
+		l.Close()
+	}
+	if kdnsErr != nil {
+		return nil
+	}
+	for _, a := range kdnsAttachments {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})
 		if err != nil {
 			return fmt.Errorf("attach %s with bpf_link: %w", a.name, err)

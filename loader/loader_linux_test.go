@@ -373,6 +373,9 @@ func TestKDNSOptional(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
+	if err := dp.AttachKDNS(f.cgid, f.session); err != nil {
+		t.Fatal(err)
+	}
 	if err := dp.SetKDNS(f.cgid, cfg, []KDNSName{{Name: "allowed.test", Exact: true}}); err != nil || !dp.KDNSEnabled(f.cgid) {
 		t.Fatalf("SetKDNS with the programs: %v", err)
 	}
