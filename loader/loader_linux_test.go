@@ -447,3 +447,100 @@ func TestMPTCPRefusalErrno(t *testing.T) {
 		}
 	}
 }
+
+// TestKDNSPerSession: the kernel DNS path's programs run only on the
+// cgroups of sessions on that path, never on the parent (where every
+// session would pay for them on every packet); a kernel-path session whose
+// links are gone fails Verify, a resolver-path session passes without
+// them, and a re-opened datapath (reuse, or a fresh load) still attaches
+// them and keeps the session's links in force.
+func TestKDNSPerSession(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.KDNSSupported(); err != nil {
+		t.Skipf("kernel DNS path not supported here: %v", err)
+	}
+	effective := func(path string) []ebpf.ProgramID {
+		t.Helper()
+		fd, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fd.Close()
+		res, err := link.QueryPrograms(link.QueryOptions{Target: int(fd.Fd()), Attach: ebpf.AttachCGroupInetIngress, QueryFlags: unix.BPF_F_QUERY_EFFECTIVE})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []ebpf.ProgramID
+		for _, p := range res.Programs {
+			ids = append(ids, p.ID)
+		}
+		return ids
+	}
+	if got := effective(f.root); len(got) != 0 {
+		t.Fatalf("ingress programs on the parent cgroup: %v, want none", got)
+	}
+	if got := effective(f.session); len(got) != 0 {
+		t.Fatalf("ingress programs on a resolver-path session: %v, want none", got)
+	}
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatalf("resolver-path session: %v", err)
+	}
+	cfg := KDNSConfig{Upstream4: netip.MustParseAddrPort("203.0.113.53:53"), MaxTTL: time.Hour}
+	names := []KDNSName{{Name: "allowed.test", Exact: true}}
+	if err := f.dp.SetKDNS(f.cgid, cfg, names); err == nil || f.dp.KDNSEnabled(f.cgid) {
+		t.Fatalf("SetKDNS without AttachKDNS: %v, want a refusal", err)
+	}
+	if err := f.dp.AttachKDNS(f.cgid, f.session); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.SetKDNS(f.cgid, cfg, names); err != nil {
+		t.Fatal(err)
+	}
+	if got := effective(f.session); len(got) != 1 {
+		t.Fatalf("ingress programs on a kernel-path session: %v, want one", got)
+	}
+	if got := effective(f.root); len(got) != 0 {
+		t.Fatalf("ingress programs on the parent cgroup: %v, want none", got)
+	}
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatalf("kernel-path session: %v", err)
+	}
+	// Another process re-opens the pinned datapath (reuse) and the same
+	// binary loads it afresh: the session's links stay in force.
+	for _, fresh := range []bool{false, true} {
+		if fresh {
+			os.Remove(filepath.Join(f.dp.pinDir, metaPin)) // forces a full load
+		}
+		dp, err := Open(f.dp.pinDir, f.root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fresh == dp.reused {
+			t.Fatalf("reused=%v, want %v", dp.reused, !fresh)
+		}
+		if err := dp.Verify(f.session); err != nil {
+			dp.Close()
+			t.Fatalf("after re-open (fresh=%v): %v", fresh, err)
+		}
+		dp.Close()
+	}
+	// The links gone while the session is on the kernel path: refuse.
+	if err := f.dp.DetachKDNS(f.cgid); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.Verify(f.session); err == nil {
+		t.Fatal("Verify passed a kernel-path session without its programs")
+	}
+	if err := f.dp.AttachKDNS(f.cgid, f.session); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.ClearKDNS(f.cgid); err != nil {
+		t.Fatal(err)
+	}
+	if got := effective(f.session); len(got) != 0 {
+		t.Fatalf("ingress programs after ClearKDNS: %v, want none", got)
+	}
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatalf("after ClearKDNS: %v", err)
+	}
+}
