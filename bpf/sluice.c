@@ -865,9 +865,13 @@ struct unix_glob_key {
 
 struct unix_glob {
 	__u32 len;
-	__u32 pad;
+	__u32 flags; /* GLOB_PREFIX */
 	char pat[128];
 };
+
+/* A prefix entry (the session's own socket directory, "/dir/"): any clean
+ * name below it, at any depth. */
+#define GLOB_PREFIX 1
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1007,6 +1011,23 @@ static long clean_step(__u64 idx, struct loop_ctx *lc)
 	return 0;
 }
 
+/* One byte of a prefix comparison of text against pat. */
+static long prefix_step(__u64 idx, struct loop_ctx *lc)
+{
+	struct unix_scratch *c = lc->c;
+	__u32 i = idx & 127;
+
+	if (idx >= c->plen) {
+		c->result = 1;
+		return 1;
+	}
+	if (c->pat[i] != c->text[i]) {
+		c->result = 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* unix_glob_match tries the session's globs against c->k (pathnames only). */
 static __always_inline int unix_glob_match(struct unix_scratch *c, __u64 cg)
 {
@@ -1027,9 +1048,17 @@ static __always_inline int unix_glob_match(struct unix_scratch *c, __u64 cg)
 			return 0;
 		__builtin_memcpy(c->pat, gl->pat, sizeof(c->pat));
 		c->plen = gl->len;
+		c->result = -1;
+		if (gl->flags & GLOB_PREFIX) {
+			/* Below the directory, not the directory itself. */
+			if (c->tlen > c->plen)
+				bpf_loop(UNIX_PATH_MAX, prefix_step, &lc, 0);
+			if (c->result == 1)
+				return 1;
+			continue;
+		}
 		c->i = c->j = 0;
 		c->star_i = c->star_j = -1;
-		c->result = -1;
 		bpf_loop(GLOB_STEPS, glob_step, &lc, 0);
 		if (c->result == 1)
 			return 1;

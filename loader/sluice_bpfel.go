@@ -238,10 +238,10 @@ type sluiceUnixEvent struct {
 }
 
 type sluiceUnixGlob struct {
-	_   structs.HostLayout
-	Len uint32
-	Pad uint32
-	Pat [128]int8
+	_     structs.HostLayout
+	Len   uint32
+	Flags uint32
+	Pat   [128]int8
 }
 
 type sluiceUnixGlobKey struct {

@@ -231,6 +231,80 @@ func TestUnixSocketsJudgedByName(t *testing.T) {
 	}
 }
 
+// A prefix entry allows every clean name below its directory, at any
+// depth, and nothing else: not the directory's own name, not a name that
+// climbs out with "..", not a relative name, not "." or "//" spellings.
+func TestUnixPrefixEntry(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.UnixJudging(); err != nil {
+		needs.Skip(t, "%v", err)
+	}
+	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dir := t.TempDir()
+	own := filepath.Join(dir, "own")
+	if err := os.MkdirAll(filepath.Join(own, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ls []net.Listener
+	listen := func(name string) string {
+		l, err := net.Listen("unix", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		return name
+	}
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	top := listen(filepath.Join(own, "top.sock"))
+	deep := listen(filepath.Join(own, "a", "b", "deep.sock"))
+	outside := listen(filepath.Join(dir, "outside.sock"))
+	// A sibling whose name begins like the prefix without its '/'.
+	sibling := listen(own + "x.sock")
+	for _, bad := range []string{"/", "own/", "/a/../b/", "/a//b/", "/a/./", "/a"} {
+		if err := f.dp.SetUnixMatches(f.cgid, nil, []string{bad}); err == nil {
+			t.Errorf("SetUnixMatches took prefix %q", bad)
+		}
+	}
+	if err := f.dp.SetUnixMatches(f.cgid, nil, []string{own + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{top, deep, outside, sibling} {
+		if got := unixClient("stream", p); got != "ok" {
+			t.Fatalf("unconfined connect to %s: %s", p, got)
+		}
+	}
+	for _, c := range []struct{ path, want string }{
+		{top, "ok"},
+		{deep, "ok"},
+		{outside, "EPERM"},
+		{sibling, "EPERM"},
+		{own + "/../outside.sock", "EPERM"},
+		{own + "/a/../../outside.sock", "EPERM"},
+		{own + "/./top.sock", "EPERM"},
+		{own + "//top.sock", "EPERM"},
+		{"own/top.sock", "EPERM"},
+	} {
+		if got := f.clientInSession(t, "stream", c.path); got != c.want {
+			t.Errorf("connect %s with prefix %s/: %s, want %s", c.path, own, got, c.want)
+		}
+	}
+	// Globs and prefixes share the slots; replacing them drops the prefix.
+	if err := f.dp.SetUnixGlobs(f.cgid, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.clientInSession(t, "stream", top); got != "EPERM" {
+		t.Errorf("after the prefix was dropped: %s, want EPERM", got)
+	}
+}
+
 func TestLoopbackSessionMode(t *testing.T) {
 	f := newFixture(t)
 	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
