@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
@@ -136,6 +138,9 @@ type Session struct {
 	// unixExtra are unix sockets allowed beside the policy (built-in
 	// list, API socket); unixNames every exact name in the datapath.
 	unixExtra, unixNames []string
+	// ownDir is the session's own socket directory (sandbox.Spec.OwnDir),
+	// whose every clean name the datapath allows; "" when it has none.
+	ownDir string
 	// loopbackStrict: the session was in loopback "session" mode at some
 	// point, so it may have loopback port entries to remove.
 	loopbackStrict bool
@@ -283,6 +288,17 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
 	}
 	builtins := BuiltinUnixSockets(spec.User.UID, spec.Env)
+	// The session's own sockets: a private directory only it can fill,
+	// given where the datapath judges unix sockets and the session cannot
+	// mount (a mount over the directory would redirect its names).
+	own := ""
+	if s.e.dp.UnixJudging() == nil && (!spec.Sandbox.ShareProcesses || !spec.Sandbox.AllowUserNamespaces) {
+		own = OwnDir(s.ID())
+		spec.Env = append(slices.Clip(spec.Env), "TMPDIR="+own)
+	}
+	s.mu.Lock()
+	s.ownDir = own
+	s.mu.Unlock()
 	if err := s.allowUnixExtra(builtins); err != nil {
 		return nil, err
 	}
@@ -314,7 +330,7 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 			sockets = append(sockets, u)
 		}
 	}
-	build, err := spec.sandboxPrepare(sockets, onSocket)
+	build, err := spec.sandboxPrepare(sockets, onSocket, own)
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +343,12 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 		return s.dropUnixExtra(dropped)
 	}
 	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
+}
+
+// OwnDir is the own socket and temporary directory of the session whose
+// cgroup id is id (sandbox.Spec.OwnDir): its TMPDIR.
+func OwnDir(id uint64) string {
+	return filepath.Join(sandbox.OwnDirRoot, strconv.FormatUint(id, 10))
 }
 
 // Spawn verifies that the datapath is in force on the session's cgroup and
@@ -461,6 +483,11 @@ func (s *Session) Close() error {
 	}
 	if s.events != nil {
 		s.events.Close()
+	}
+	if s.ownDir != "" {
+		if err := sandbox.RemoveOwnDir(s.ownDir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.lock != nil {
 		os.Remove(s.lock.Name())
