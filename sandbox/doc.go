@@ -94,6 +94,29 @@
 // Why not refuse user namespaces always: the Landlock domain already
 // makes them harmless here, and Chromium's sandbox needs them.
 //
+// # A session's own sockets
+//
+// Programs make and connect to their own unix sockets (Python's
+// multiprocessing forkserver, ssh -M -S, tmux, language servers), and the
+// datapath cannot tell who bound a name. So Enter gives the session a
+// directory only it can fill (Spec.OwnDir, its $TMPDIR), and the datapath
+// allows every clean name below it: a fresh tmpfs, owned by the user and
+// mode 0700, mounted only in the session's mount namespace on an empty
+// directory of root's under OwnDirRoot (which only root can write, so the
+// path cannot be renamed or replaced). It is mounted nosymfollow: a
+// symlink there is never followed (ELOOP), so it cannot lead to another
+// socket; a hard link or rename from another file system into it fails
+// (EXDEV); and the session cannot mount over or inside it, as above. A
+// name with "." or ".." components or "//", or a relative name, is refused
+// by the datapath. The command builder gives no own directory where the
+// session could mount (--share-processes --allow-userns).
+//
+// Why not a private /tmp: it would also catch programs that ignore
+// $TMPDIR, but it would hide the user's /tmp (files to work on, X11's
+// /tmp/.X11-unix, listed sockets of outside agents) and change what every
+// /tmp path means in the session; a separate directory changes nothing
+// that worked (docs/design.md, "A session's own sockets").
+//
 // # Environment
 //
 // ScrubEnv removes variables named like secrets. It is off by default
