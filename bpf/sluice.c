@@ -848,9 +848,12 @@ int sluice_post_bind6(struct bpf_sock *sk)
  * A session's connect() of a unix socket and its sendmsg() to a named
  * datagram peer are judged by the name it passes (a path, or an abstract
  * name), before the kernel resolves it: these hooks see nothing else.
- * Allowed: names in unix_allowed (exact, one hash lookup) and names matched
- * by one of the session's globs (unix_globs, tried only when the exact
- * lookup missed). See loader/unix_linux.go for what that can and cannot
+ * Allowed: names in unix_allowed (exact, one hash lookup), any abstract
+ * name when the session's Landlock scope judges those (SESSION_OWN_ABSTRACT),
+ * and names matched by one of the session's globs or below one of its
+ * prefixes (unix_globs, tried only when the exact lookup missed; a prefix
+ * is the session's own socket directory, a tmpfs only the session can
+ * populate, where symlinks are not followed). See loader/unix_linux.go for what that can and cannot
  * hold against (a name is not an inode). */
 
 #define UNIX_GLOBS_MAX 16
@@ -1119,6 +1122,15 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 		 * DNS. An event per lookup would bury the real refusals. */
 		count(cg, COUNTER_DENIED);
 		return (s->flags & SESSION_AUDIT) ? 1 : 0;
+	}
+	/* The session's Landlock domain has the abstract-socket scope: the
+	 * kernel lets it reach only abstract sockets made inside the domain
+	 * and refuses the rest itself, after this hook, when it finds the
+	 * peer. User space is told (EVENT_SCOPED) and explains the refusal
+	 * when the name belongs to no socket of the session. */
+	if (s && c->k.abstract && (s->flags & SESSION_OWN_ABSTRACT)) {
+		emit_unix(cg, hook, EVENT_SCOPED, &c->k);
+		return 1;
 	}
 	if (s && unix_glob_match(c, cg))
 		return 1;

@@ -138,6 +138,9 @@ type Session struct {
 	// unixExtra are unix sockets allowed beside the policy (built-in
 	// list, API socket); unixNames every exact name in the datapath.
 	unixExtra, unixNames []string
+	// own caches the abstract names found to be the session's own
+	// (ResolveScoped).
+	own ownAbstract
 	// ownDir is the session's own socket directory (sandbox.Spec.OwnDir),
 	// whose every clean name the datapath allows; "" when it has none.
 	ownDir string
@@ -302,12 +305,20 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err := s.allowUnixExtra(builtins); err != nil {
 		return nil, err
 	}
-	// Abstract unix sockets have one judge: the datapath where it judges
-	// unix sockets (so unix_sockets can list one, also after a reload),
-	// else the Landlock scope, which refuses every one created outside
-	// the session.
+	// Abstract unix sockets have one judge. The Landlock scope (ABI 6)
+	// lets the session reach exactly the ones it made and refuses every
+	// one made outside it: it judges wherever the session has a Landlock
+	// domain with scopes, and the datapath then allows unlisted abstract
+	// names (FlagOwnAbstract). The datapath alone judges them where the
+	// scope is missing (--share-processes, a kernel before 6.12), where
+	// unix_sockets lists one (an outside socket the scope would refuse),
+	// and in audit mode (which must refuse nothing); the session's own
+	// abstract sockets are then refused as any unlisted name.
 	if s.e.dp.UnixJudging() == nil {
-		spec.Sandbox.AbstractUnix = true
+		if err := s.judgeAbstract(spec); err != nil {
+			return nil, err
+		}
+		spec.Sandbox.AbstractUnix = s.cfg.Flags&loader.FlagOwnAbstract == 0
 	}
 	// Names are judged, and the kernel follows them afterwards: the
 	// sandbox holds each allowed name to the socket it names now. A
@@ -343,6 +354,34 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 		return s.dropUnixExtra(dropped)
 	}
 	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
+}
+
+// judgeAbstract sets FlagOwnAbstract on the session when its abstract unix
+// sockets can be left to the Landlock scope (see Start).
+func (s *Session) judgeAbstract(spec CommandSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	own := !spec.Sandbox.ShareProcesses && sandbox.LandlockABI() >= 6 && s.cfg.Flags&loader.FlagAudit == 0
+	if s.policy != nil {
+		for _, u := range s.policy.Local().UnixSockets {
+			if strings.HasPrefix(u, "@") {
+				own = false
+			}
+		}
+	}
+	cfg := s.cfg
+	if own {
+		cfg.Flags |= loader.FlagOwnAbstract
+	} else {
+		cfg.Flags &^= loader.FlagOwnAbstract
+	}
+	if cfg != s.cfg && s.registered {
+		if err := s.e.dp.SetSession(s.ID(), cfg); err != nil {
+			return err
+		}
+	}
+	s.cfg = cfg
+	return nil
 }
 
 // OwnDir is the own socket and temporary directory of the session whose
@@ -382,22 +421,27 @@ func (p sessionSpawner) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
 // reader may go on.
 var ErrBadEvent = errors.New("bad event record")
 
-// ReadEvent blocks for the session's next deny event. After FlushEvents it
+// ReadEvent blocks for the session's next deny event (a Scoped event
+// counts only when ResolveScoped says it was a refusal). After FlushEvents it
 // returns the events still pending, then ringbuf.ErrFlushed; after Close,
 // ringbuf.ErrClosed.
 func (s *Session) ReadEvent() (loader.Event, error) {
 	if s.events == nil {
 		return loader.Event{}, ringbuf.ErrClosed
 	}
-	rec, err := s.events.Read()
-	if err != nil {
-		return loader.Event{}, err
+	for {
+		rec, err := s.events.Read()
+		if err != nil {
+			return loader.Event{}, err
+		}
+		ev, err := loader.ParseEvent(rec.RawSample)
+		if err != nil {
+			return ev, fmt.Errorf("%w: %w", ErrBadEvent, err)
+		}
+		if ev, report := s.ResolveScoped(ev); report {
+			return ev, nil
+		}
 	}
-	ev, err := loader.ParseEvent(rec.RawSample)
-	if err != nil {
-		return ev, fmt.Errorf("%w: %w", ErrBadEvent, err)
-	}
-	return ev, nil
 }
 
 // FlushEvents wakes ReadEvent so that the reader drains what is pending

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/loader"
 )
 
 // Policy is the session's policy in force.
@@ -120,6 +121,11 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 	}
 	if opts.Audit {
 		s.cfg.Flags |= 1
+	}
+	// The Landlock scope of the session's processes cannot be taken back:
+	// keep leaving abstract names to it.
+	if f, err := e.dp.SessionFlagsOf(cg.ID()); err == nil {
+		s.cfg.Flags |= f & loader.FlagOwnAbstract
 	}
 	// With SharedEvents the daemon reads the global ring buffer; adopted
 	// sessions are scanned on removal, so a private ring buffer left by an

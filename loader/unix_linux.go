@@ -323,3 +323,19 @@ func (d *Datapath) deleteUnixGlobs(cgid uint64, from int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// FlagOwnAbstract tells the datapath that the session's Landlock domain
+// has the abstract unix socket scope (Linux 6.12), which lets it reach only
+// the abstract sockets made inside the domain: the datapath then allows
+// abstract names it does not list and leaves them to that scope.
+const FlagOwnAbstract = SessionFlags(sluiceSluiceSessionFlagSESSION_OWN_ABSTRACT)
+
+// SessionFlagsOf is the flags the datapath holds for the session (for a
+// session adopted from another process).
+func (d *Datapath) SessionFlagsOf(cgid uint64) (SessionFlags, error) {
+	var v sluiceSession
+	if err := d.objs.Sessions.Lookup(cgid, &v); err != nil {
+		return 0, fmt.Errorf("session %d: %w", cgid, err)
+	}
+	return SessionFlags(v.Flags), nil
+}

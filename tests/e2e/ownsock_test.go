@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/sandbox"
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -147,6 +149,76 @@ func TestOwnSocketsEscapes(t *testing.T) {
 				}
 				w.AssertNothingArrived(t, arrived(start, world.DeniedV4, p), settle)
 			}
+		})
+	}
+}
+
+// A session's own abstract sockets: with process isolation (Landlock's
+// abstract-socket scope, ABI 6) a listener one process of the session
+// binds is reached by another without listing it, while a root relay's
+// abstract socket outside the session is refused, explained as before, and
+// the world records nothing. With --share-processes (no Landlock domain)
+// the datapath alone judges abstract names: the session's own is refused
+// too, explained. Unconfined, the relay reaches the world (the twin).
+func TestOwnAbstractSockets(t *testing.T) {
+	w := newWorld(t)
+	requireUnixHooks(t)
+	if sandbox.LandlockABI() < 6 {
+		needs.Skip(t, "Landlock ABI %d has no abstract-socket scope (ABI 6, Linux 6.12)", sandbox.LandlockABI())
+	}
+	p := w.ListenTCP(t, world.DeniedV4)
+	relay := w.Relay(t, "unix", randomName("@sluice-e2e-abs-relay-"), netip.AddrPortFrom(world.DeniedV4, p))
+	start := time.Now()
+	if r := w.RunProbe(t, nobody, "unix", relay); !r.OK || r.Reply != world.Greeting {
+		t.Fatalf("unconfined twin through %s: %s", relay, r)
+	}
+	wantArrival(t, w, arrived(start, world.DeniedV4, p), "the unconfined relay")
+	w.WaitQuiet(world.ToPort(world.DeniedV4, p), 300*time.Millisecond, 3*time.Second)
+
+	own := randomName("@sluice-e2e-own-")
+	probe := shq(probeBin(t))
+	script := probe + ` unix-serve ` + own + ` &
+for i in $(seq 200); do out=$(` + probe + ` unix ` + own + `); case "$out" in *'"ok":true'*|*EPERM*) break;; esac; sleep 0.02; done
+printf '%s\n' "$out"; ` + probe + ` unix ` + relay + `; kill $! 2>/dev/null; wait`
+	// With the machine's audit on, Landlock also logs the scope's
+	// refusal; the relay must still get one line, not two.
+	for _, c := range []struct {
+		name         string
+		flags        []string
+		ownOK, audit bool
+	}{{"isolated", nil, true, false}, {"shared", []string{"--share-processes"}, false, false}, {"isolated-audit", nil, true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.audit {
+				world.EnableKernelAudit(t)
+			}
+			start := time.Now()
+			run := runSwap(t, w, "", c.flags, script)
+			var client, toRelay *world.ProbeResult
+			for _, r := range probeLines(t, run.Stdout) {
+				if r.Op == "unix" && client == nil {
+					client = &r
+				} else if r.Op == "unix" {
+					toRelay = &r
+				}
+			}
+			if client == nil || toRelay == nil {
+				t.Fatalf("%v: want the client's and the relay's probe lines\n%v", c.flags, run)
+			}
+			if c.ownOK {
+				wantOK(t, *client)
+				if strings.Contains(run.Stderr, "unix:"+own) {
+					t.Errorf("%v: the session's own abstract socket was reported\n%v", c.flags, run)
+				}
+			} else {
+				wantDenied(t, *client, "connect")
+				wantDenialLine(t, run.Stderr, "denied", "unix:"+own, unixReason)
+			}
+			wantDenied(t, *toRelay, "connect")
+			wantDenialLine(t, run.Stderr, "denied", "unix:"+relay, unixReason)
+			if n := strings.Count(run.Stderr, relay[1:]); n != 1 {
+				t.Errorf("%v: %d lines name the relay, want 1\n%v", c.flags, n, run)
+			}
+			w.AssertNothingArrived(t, arrived(start, world.DeniedV4, p), settle)
 		})
 	}
 }
