@@ -4,6 +4,7 @@ package daemone2e
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/sandbox"
+	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -95,6 +98,42 @@ wait`
 		if code != 0 || n != 2 {
 			t.Errorf("a listener under the session's own $TMPDIR: exit %d, %d of 2 probes ok\n%s\n%s", code, n, out, stderr)
 		}
+	})
+	// The session's own abstract socket (left to Landlock's scope) is
+	// reached; a root relay's, outside the session, is refused with the
+	// line on the client's terminal, once.
+	t.Run("abstract", func(t *testing.T) {
+		if sandbox.LandlockABI() < 6 {
+			needs.Skip(t, "Landlock ABI %d has no abstract-socket scope (ABI 6, Linux 6.12)", sandbox.LandlockABI())
+		}
+		abs := f.w.Relay(t, "unix", fmt.Sprintf("@sluice-d2e-abs-%d", time.Now().UnixNano()), target)
+		own := fmt.Sprintf("@sluice-d2e-own-%d", time.Now().UnixNano())
+		twin := time.Now()
+		if r := f.w.RunProbe(t, nobody, "unix", abs); !r.OK || r.Reply != world.Greeting {
+			t.Fatalf("unconfined twin through %s: %s", abs, r)
+		}
+		if !f.w.WaitArrival(world.All(world.Since(twin), world.ToPort(world.DeniedV4, f.denied)), 2*time.Second) {
+			t.Fatalf("the unconfined relay %s reached nothing", abs)
+		}
+		f.w.WaitQuiet(world.ToPort(world.DeniedV4, f.denied), 300*time.Millisecond, 3*time.Second)
+		script := probe + ` unix-serve ` + own + ` &
+for i in $(seq 200); do out=$(` + probe + ` unix ` + own + `); case "$out" in *'"ok":true'*|*EPERM*) break;; esac; sleep 0.02; done
+printf '%s\n' "$out"; ` + probe + ` unix ` + abs + `; kill $! 2>/dev/null; wait`
+		start := time.Now()
+		out, stderr, _ := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
+		var rs []world.ProbeResult
+		for line := range strings.Lines(out) {
+			if r, err := world.ParseProbeResult([]byte(line)); err == nil && r.Op == "unix" {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) != 2 || !rs[0].OK || rs[1].OK || rs[1].Errno != "EPERM" {
+			t.Errorf("own abstract socket, then the relay's: want ok, then EPERM: %s\n%s", out, stderr)
+		}
+		if strings.Contains(stderr, own[1:]) || strings.Count(stderr, abs[1:]) != 1 || !strings.Contains(stderr, "-> unix:"+abs+": not in the allowlist") {
+			t.Errorf("want one line for the relay and none for the session's own socket:\n%s", stderr)
+		}
+		f.w.AssertNothingArrived(t, world.All(world.Since(start), world.ToPort(world.DeniedV4, f.denied)), 300*time.Millisecond)
 	})
 	t.Run("forkserver", func(t *testing.T) {
 		py := "/usr/bin/python3"
