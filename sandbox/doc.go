@@ -17,10 +17,13 @@
 // all pass through ptrace_may_access, where Landlock refuses a target
 // outside the domain (EPERM/EACCES). ABI 6 (Linux 6.12) adds scopes:
 // signals (kill, tgkill, pidfd_send_signal, SIGIO) and abstract unix
-// sockets reach only the domain; the command builder (enforcer) asks for the
-// abstract-socket scope only where the datapath cannot judge unix sockets
-// (before Linux 6.7), since there the datapath is the one judge and
-// unix_sockets may list an abstract name. Everything the session starts inherits
+// sockets reach only the domain. The command builder (enforcer) asks for
+// the abstract-socket scope always where the datapath cannot judge unix
+// sockets (before Linux 6.7), and elsewhere unless the session's
+// unix_sockets lists an abstract name or the session is in audit mode
+// (there the datapath is the one judge of abstract names); with the scope
+// the datapath lets unlisted abstract names through to it, so the
+// session's own abstract sockets work, and explains its refusals itself. Everything the session starts inherits
 // the domain, so gdb, strace, kill and job control work among the
 // session's processes and nowhere else.
 //
