@@ -89,6 +89,7 @@ pkgs=$(.ci/packages)
 step "make demo on a fresh Debian with exactly README's packages: $pkgs"
 if [[ ! -e $work/rootfs-readme/usr/bin/make ]]; then
 	rm -rf "$work/rootfs-readme"
+	mirror=$(tests/docker/images.sh mirror)
 	debootstrap --variant=minbase --include="${pkgs// /,}" "$suite" "$work/rootfs-readme" "$mirror" \
 		>"$work/debootstrap-readme.log" 2>&1 || { tail -20 "$work/debootstrap-readme.log" >&2; exit 1; }
 fi

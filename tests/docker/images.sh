@@ -6,6 +6,8 @@
 #   tests/docker/images.sh go       sluice-ci/golang:bookworm  the same plus /usr/local/go
 #   tests/docker/images.sh sluice   sluice-ci/sluice:test      this checkout's Dockerfile, built
 #                                                              from the two above
+#   tests/docker/images.sh mirror   prints the Debian mirror the images come from, for scripts
+#                                   that debootstrap a root file system of their own
 #
 # It talks to the engine named by DOCKER_HOST (tests start their own dockerd, see
 # tests/dockertest). Images that exist are kept. The debootstrap root file system is cached as a
@@ -115,7 +117,7 @@ sluice() {
 }
 
 case "${1:-}" in
-base | go_image | sluice) "$1" ;;
+base | go_image | sluice | mirror) "$1" ;;
 go) go_image ;;
-*) die "usage: $0 base|go|sluice" ;;
+*) die "usage: $0 base|go|sluice|mirror" ;;
 esac
