@@ -450,6 +450,42 @@ func TestUnixConnectCost(t *testing.T) {
 	t.Logf("connect_unix program: exact name %.0f ns per call, second glob %.0f ns per call",
 		progCost(cu, func() { f.clientInSession(t, "bench", exact) }),
 		progCost(cu, func() { f.clientInSession(t, "bench", globbed) }))
+	// The session's own directory: a prefix entry tried first, a name
+	// two levels below it (as Python's forkserver makes); an abstract
+	// name left to the Landlock scope (an event per connect).
+	own := filepath.Join(dir, "own")
+	if err := os.MkdirAll(filepath.Join(own, "pymp-x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ownSock := filepath.Join(own, "pymp-x", "listener-1")
+	abstract := fmt.Sprintf("@sluice-cost-%d", os.Getpid())
+	for _, p := range []string{ownSock, "\x00" + abstract[1:]} {
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	if err := f.dp.SetUnixMatches(f.cgid, nil, []string{own + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.dp.SetSession(f.cgid, SessionConfig{Flags: FlagOwnAbstract})
+	t.Logf("connect_unix program: below the own directory %.0f ns per call, abstract name left to the scope (with its event) %.0f ns per call",
+		progCost(cu, func() { f.clientInSession(t, "bench", ownSock) }),
+		progCost(cu, func() { f.clientInSession(t, "bench", abstract) }))
+	_ = f.dp.SetSession(f.cgid, SessionConfig{})
+	if err := f.dp.SetUnixGlobs(f.cgid, []string{"/nothing/*/here.sock", filepath.Join(dir, "g-*.sock")}); err != nil {
+		t.Fatal(err)
+	}
 	lo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
