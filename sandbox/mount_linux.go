@@ -295,8 +295,8 @@ func cover(targets []target, hid func(string)) error {
 	return nil
 }
 
-// mountOwnDir makes dir (root-owned, 0755; its parents must be root's and
-// writable by no one else, so no one but root can rename or replace any
+// mountOwnDir makes dir and its parent (root-owned, 0755; every directory
+// above must be root's and writable by no one else, so no one but root can rename or replace any
 // of them) and mounts a fresh tmpfs on it in the calling thread's mount
 // namespace: owned by uid:gid, mode 0700, nosuid, nodev and nosymfollow.
 // On it the session's processes can make sockets, files and directories,
@@ -306,11 +306,16 @@ func cover(targets []target, hid func(string)) error {
 // the session's namespace; the directory under it stays, empty, until
 // the session's owner removes it (RemoveOwnDir).
 func mountOwnDir(dir string, uid, gid uint32) error {
-	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || dir == "/" {
-		return fmt.Errorf("sandbox: own directory %q: not a clean absolute path", dir)
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || filepath.Dir(dir) == "/" {
+		return fmt.Errorf("sandbox: own directory %q: not a clean absolute path two levels below /", dir)
 	}
+	// Nothing is made below a directory someone else could write (where
+	// a name could be a symlink planted to lead root's mkdir elsewhere).
 	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := rootOnly(filepath.Dir(parent)); err != nil {
+		return err
+	}
+	if err := unix.Mkdir(parent, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("sandbox: make %s: %w", parent, err)
 	}
 	if err := rootOnly(parent); err != nil {
