@@ -126,6 +126,7 @@ func (s *Session) Remove(timeout time.Duration) error {
 		timeout = DefaultRemoveTimeout
 	}
 	deadline := time.Now().Add(timeout)
+	s.releaseStub()
 	err := s.kill(deadline)
 	if err == nil {
 		err = s.waitUnpopulated(deadline)

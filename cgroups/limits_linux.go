@@ -20,7 +20,10 @@ func (s *Session) SetPidsMax(n int64) error {
 	if err := s.root.controllerErr("pids"); err != nil {
 		return err
 	}
-	return wrapSession(s, writeFile(s.root.mount, s.rel("pids.max"), v))
+	if err := wrapSession(s, writeFile(s.root.mount, s.rel("pids.max"), v)); err != nil {
+		return err
+	}
+	return s.setUnitLimit("TasksMax", n)
 }
 
 // SetMemoryMax sets the session's hard memory limit (memory.max) in bytes; -1
@@ -45,10 +48,10 @@ func (s *Session) SetMemoryMax(bytes int64) error {
 		swap = "max"
 	}
 	err = writeFile(s.root.mount, s.rel("memory.swap.max"), swap)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return wrapSession(s, err)
 	}
-	return wrapSession(s, err)
+	return s.setUnitLimit("MemoryMax", bytes)
 }
 
 // limitValue formats a limit for cgroupfs, refusing 0 and negatives other

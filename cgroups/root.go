@@ -1,9 +1,11 @@
 package cgroups
 
 import (
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Root is the root-owned parent cgroup that holds one child cgroup per
@@ -13,6 +15,24 @@ type Root struct {
 	name        string            // directory name directly under mount
 	controllers []string          // enabled for sessions, sorted
 	unavailable map[string]string // wanted controller -> why sessions lack it
+	// slice is set when systemd manages the tree (OpenSystemdRoot): the
+	// root is this slice unit's cgroup and each session a transient scope
+	// in it.
+	slice string
+}
+
+// Slice returns the systemd slice unit whose cgroup the root is, or "" when
+// sluice manages the root itself (OpenRoot).
+func (r *Root) Slice() string { return r.slice }
+
+// SessionName turns base, a name of the caller's choosing, into the name of
+// a session cgroup: base itself, or under systemd the name of the session's
+// transient scope unit, <slice prefix>-<base>.scope.
+func (r *Root) SessionName(base string) string {
+	if r.slice == "" {
+		return base
+	}
+	return strings.TrimSuffix(r.slice, ".slice") + "-" + base + ".scope"
 }
 
 // Name returns the root's directory name under the cgroup2 mount.
@@ -50,6 +70,9 @@ type Session struct {
 	root *Root
 	name string
 	id   uint64
+	// stub holds a systemd scope open from its creation until the
+	// session's first command is in it (systemd_linux.go).
+	stub *os.Process
 }
 
 // Name returns the session's directory name under its root.

@@ -86,6 +86,9 @@ func (r *Root) NewSession(name string) (*Session, error) {
 	if err := validName(name); err != nil {
 		return nil, fmt.Errorf("cgroups: session: %w", err)
 	}
+	if r.slice != "" {
+		return r.newScope(name)
+	}
 	if err := mkdirBeneath(r.mount, r.name, name); err != nil {
 		return nil, fmt.Errorf("cgroups: create session: %w", err)
 	}
@@ -145,6 +148,9 @@ func (r *Root) Sessions() ([]*Session, error) {
 // Remove removes the root cgroup. The kernel refuses while sessions remain
 // (EBUSY): remove them first. A root that is already gone is not an error.
 func (r *Root) Remove() error {
+	if r.slice != "" {
+		return r.stopSlice()
+	}
 	err := rmdirBeneath(r.mount, "", r.name)
 	switch {
 	case err == nil, errors.Is(err, fs.ErrNotExist):

@@ -67,6 +67,9 @@ func (s *Session) StartWith(cmd *exec.Cmd, opts SpawnOptions, prepare func() err
 		}
 		return startConfined(cmd)
 	})
+	// The command is in the session (or failed to start): a systemd
+	// scope's placeholder has done its job.
+	s.releaseStub()
 	if err != nil {
 		return fmt.Errorf("cgroups: start %s in session %s: %w", cmd.Path, s.name, err)
 	}

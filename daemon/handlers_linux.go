@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/callerns"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/sandbox"
@@ -245,11 +246,19 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 
 	// Last of the checks: a request that is wrong anyway says so first.
-	if err := sameWorld(p); err != nil {
+	joined, err := s.callerWorld(p)
+	if err != nil {
 		return nil, err
 	}
-	// In the daemon's world now, what path names can be looked at.
-	if err := checkCommand(spawn, req.Dir, path); err != nil {
+	// In the daemon's world now, what path names can be looked at. (In
+	// the caller's own namespaces, the shim says what it cannot run.)
+	var netns *os.File
+	if joined {
+		if netns, err = callerns.NetNS(p.pidfd); err != nil {
+			return nil, fail(http.StatusForbidden, "%v", err)
+		}
+		defer netns.Close()
+	} else if err := checkCommand(spawn, req.Dir, path); err != nil {
 		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)
 	}
 
@@ -257,7 +266,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 		info: api.SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
 	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true, UnixSockets: []string{s.cfg.SocketPath}})
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true, UnixSockets: []string{s.cfg.SocketPath}, NetNS: netns})
 	if err != nil {
 		return nil, fail(http.StatusBadRequest, "%v", err)
 	}
@@ -271,6 +280,11 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS}}
+	if joined {
+		// Its resolver and proxy listen in the caller's network namespace
+		// (netns above), where the command's loopback is.
+		spec.Sandbox.NamespacesOf = p.pidfd
+	}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
 	spec.Sandbox.OnSocketDropped = func(name, why string) {
@@ -304,7 +318,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	ss.info.Hidden = hid
 	_ = ss.save() // with the pid, for the next daemon's signals
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
-		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s", ss.info.Name, req.Argv[0], sandbox.StartedNote(hid))})
+		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s%s", ss.info.Name, req.Argv[0], joinedNote(joined, p), sandbox.StartedNote(hid))})
 	close(ss.started)
 	go ss.waitCommand()
 	return ss, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/callerns"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
@@ -38,9 +39,14 @@ type Config struct {
 	MetricsAddr   string   // "" = off; must be a loopback address
 	SessionGroup  string   // members may create sessions (default "sluice", ignored if absent)
 	AdminGroup    string   // members may change the machine allowlist ("" = root only)
-	Version       string
-	Log           io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
-	DNS           enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
+	// ContainerCallers are the callers in other namespaces (a container
+	// with the socket bind-mounted) whose sessions run in their own
+	// namespaces: rules uid:N, gid:N, cgroup:GLOB (package callerns).
+	// None: such callers are refused.
+	ContainerCallers []string
+	Version          string
+	Log              io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
+	DNS              enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
 	// Enforcer overrides the instance (tests); zero: SLUICE_INSTANCE or the default.
 	Enforcer enforcer.Config
 }
@@ -72,6 +78,7 @@ type Server struct {
 	refusals *audit.Limiter
 
 	sessionGID, adminGID     uint32
+	containerCallers         callerns.Rules
 	hasSessionGID, hasAdmGID bool
 
 	mu       sync.Mutex
@@ -117,6 +124,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, hub: newHub(), refusals: audit.NewLimiter(), orphans: map[string]*audit.Limiter{}, sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
 	s.sessionGID, s.hasSessionGID = lookupGroup(cfg.SessionGroup)
 	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
+	rules, rerr := callerns.ParseRules(cfg.ContainerCallers)
+	if rerr != nil {
+		return nil, rerr
+	}
+	s.containerCallers = rules
 
 	policy, err := allowlist.Load(cfg.AllowlistPath)
 	if errors.Is(err, os.ErrNotExist) {

@@ -55,12 +55,16 @@ type record struct {
 	Created   time.Time `json:"created"`
 	Argv0     string    `json:"argv0"`
 	Requested []string  `json:"requested,omitempty"`
-	AllowAll  bool      `json:"allow_all,omitempty"`
-	Audit     bool      `json:"audit,omitempty"`
-	DNSPort4  uint16    `json:"dns_port4"`
-	DNSPort6  uint16    `json:"dns_port6"`
-	ProxyPort uint16    `json:"proxy_port,omitempty"` // named by the command's *_PROXY variables; served there again after a restart
-	Parent    string    `json:"parent,omitempty"`
+	// Local is the requested policy's local part (unix sockets, loopback
+	// mode and ports) when it is not the default: without it a restart
+	// would reopen loopback to a "loopback": "session" session.
+	Local     *allowlist.Local `json:"local,omitempty"`
+	AllowAll  bool             `json:"allow_all,omitempty"`
+	Audit     bool             `json:"audit,omitempty"`
+	DNSPort4  uint16           `json:"dns_port4"`
+	DNSPort6  uint16           `json:"dns_port6"`
+	ProxyPort uint16           `json:"proxy_port,omitempty"` // named by the command's *_PROXY variables; served there again after a restart
+	Parent    string           `json:"parent,omitempty"`
 	// PID is the session's first process: since sessions have a
 	// supervisor (package exitstatus), the one a restarted daemon signals.
 	PID int `json:"pid,omitempty"`
@@ -80,6 +84,9 @@ func (ss *session) save() error {
 	} else {
 		for _, e := range ss.requested.Entries() {
 			r.Requested = append(r.Requested, e.String())
+		}
+		if l := ss.requested.Local(); !l.IsDefault() {
+			r.Local = &l
 		}
 	}
 	b, err := json.Marshal(r)
@@ -298,6 +305,11 @@ func (s *Server) adopt(r record) error {
 		p, err := allowlist.FromStrings(r.Requested)
 		if err != nil {
 			return err
+		}
+		if r.Local != nil {
+			if p, err = p.WithLocal(*r.Local); err != nil {
+				return err
+			}
 		}
 		ss.requested = p
 	}

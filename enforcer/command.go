@@ -64,6 +64,13 @@ type SandboxSpec struct {
 	// system the session's starts from (a daemon's caller); nil: the
 	// view of the process that starts the session.
 	MountNamespaceOf *os.File
+	// NamespacesOf is a pidfd of a daemon's caller in other namespaces (a
+	// container) that the daemon's configuration lets in: the command
+	// starts in its network, UTS, IPC, PID and mount namespaces (package
+	// callerns), and the shim is run from the starting process's own
+	// binary, not from whatever the caller's file system has at that
+	// path. MountNamespaceOf is then not used.
+	NamespacesOf *os.File
 	// AbstractUnix leaves abstract unix sockets created outside the
 	// session reachable (for an allowlist that lists one; the datapath
 	// judges unix sockets too).

@@ -66,7 +66,7 @@ func Open(cfg Config) (*Enforcer, error) {
 	if err := os.MkdirAll(cfg.sessionDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
-	root, err := cgroups.OpenRoot(cfg.CgroupName)
+	root, err := openRoot(cfg.CgroupName, true)
 	if err != nil {
 		return nil, fmt.Errorf("open sluice cgroup: %w", err)
 	}
@@ -161,7 +161,7 @@ type Session struct {
 func (e *Enforcer) NewSession(opts Options) (*Session, error) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	name := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:]))
+	name := e.root.SessionName(fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:])))
 
 	lock, err := os.OpenFile(filepath.Join(e.cfg.sessionDir(), name+".lock"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -344,6 +344,24 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	build, err := spec.sandboxPrepare(sockets, onSocket, own)
 	if err != nil {
 		return nil, err
+	}
+	if spec.Sandbox.NamespacesOf != nil {
+		// The shim is exec'd in the caller's mount namespace, where the
+		// path of sluice's binary is the caller's to fill: exec this very
+		// binary through a descriptor instead (close-on-exec: the kernel
+		// has opened the file before it closes the descriptor). At 10 or
+		// above, clear of the descriptors the child is given.
+		bin, err := os.Open(self)
+		if err != nil {
+			return nil, fmt.Errorf("open sluice's own binary: %w", err)
+		}
+		defer bin.Close()
+		fd, err := unix.FcntlInt(bin.Fd(), unix.F_DUPFD_CLOEXEC, 10)
+		if err != nil {
+			return nil, fmt.Errorf("duplicate sluice's own binary: %w", err)
+		}
+		defer unix.Close(fd)
+		self = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
 	// Runs on the spawning thread before the command is cloned: a name
 	// is revoked before anything could connect to it.
@@ -647,6 +665,9 @@ func Cleanup(cfg Config) error {
 // read-only commands and cleanup never create one. It returns an error
 // wrapping os.ErrNotExist when there is none.
 func OpenExistingRoot(name string) (*cgroups.Root, error) {
+	if SystemdScopes() {
+		return openRoot(name, false)
+	}
 	mount, err := cgroups.Mount()
 	if err != nil {
 		return nil, err

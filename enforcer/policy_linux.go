@@ -127,6 +127,14 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 	if f, err := e.dp.SessionFlagsOf(cg.ID()); err == nil {
 		s.cfg.Flags |= f & loader.FlagOwnAbstract
 	}
+	// The loopback mode is the policy's, and startResolver rewrites the
+	// session's whole entry (with the resolver's ports): without the flag
+	// here, a restart would reopen loopback to a "loopback": "session"
+	// session.
+	if opts.Policy != nil && opts.Policy.Local().Loopback.Strict() {
+		s.cfg.Flags |= loader.FlagLoopbackSession
+		s.loopbackStrict = true
+	}
 	// With SharedEvents the daemon reads the global ring buffer; adopted
 	// sessions are scanned on removal, so a private ring buffer left by an
 	// older daemon goes too.

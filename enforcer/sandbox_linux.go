@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-dev/sluice/callerns"
 	"github.com/sluice-dev/sluice/sandbox"
 )
 
@@ -30,7 +31,18 @@ func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string,
 	spec := sandbox.Spec{Processes: !sb.ShareProcesses, Hidden: hidden, Home: sb.Home, UID: c.User.UID,
 		Sockets: sockets, OnSocket: onSocket, OwnDir: own, GID: c.User.GID}
 	from, onHidden := sb.MountNamespaceOf, sb.OnHidden
+	join := sb.NamespacesOf
 	return func() error {
+		if join != nil {
+			// Into the caller's namespaces first; the sandbox's mount
+			// namespace is then made from the caller's.
+			pidns, err := callerns.Join(join)
+			if err != nil {
+				return fmt.Errorf("start the command in the caller's namespaces: %w", err)
+			}
+			defer pidns.Close()
+			spec.PidNS, from = pidns, nil
+		}
 		if err := sandbox.Enter(spec, from, onHidden); err != nil {
 			return fmt.Errorf("build the session's sandbox: %w", err)
 		}

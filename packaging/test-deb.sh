@@ -87,11 +87,21 @@ done
 # (read-only; the container has no network) and build cache.
 pkgs=$(.ci/packages)
 step "make demo on a fresh Debian with exactly README's packages: $pkgs"
+# The packages go in with README's own command, apt-get in the fresh root,
+# not with debootstrap --include, whose resolver takes no alternatives
+# (systemd-container's "default-dbus-system-bus | dbus-system-bus") and
+# would fail where apt-get succeeds.
 if [[ ! -e $work/rootfs-readme/usr/bin/make ]]; then
 	rm -rf "$work/rootfs-readme"
 	mirror=$(tests/docker/images.sh mirror)
-	debootstrap --variant=minbase --include="${pkgs// /,}" "$suite" "$work/rootfs-readme" "$mirror" \
-		>"$work/debootstrap-readme.log" 2>&1 || { tail -20 "$work/debootstrap-readme.log" >&2; exit 1; }
+	{
+		debootstrap --variant=minbase "$suite" "$work/rootfs-readme" "$mirror" &&
+			cp /etc/resolv.conf "$work/rootfs-readme/etc/resolv.conf" &&
+			chroot "$work/rootfs-readme" apt-get update -qq &&
+			chroot "$work/rootfs-readme" env DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends $pkgs &&
+			chroot "$work/rootfs-readme" apt-get clean
+	} >"$work/debootstrap-readme.log" 2>&1 || { tail -20 "$work/debootstrap-readme.log" >&2; exit 1; }
 fi
 tar -C "$work/rootfs-readme" -c . | docker import - "$image-readme" >/dev/null
 rm -rf "$work/src"

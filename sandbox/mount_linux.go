@@ -76,7 +76,7 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 		}
 	}
 	if spec.Processes {
-		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
+		if err := mountProc(spec.PidNS); err != nil {
 			return fmt.Errorf("sandbox: mount the session's /proc: %w", err)
 		}
 	}
@@ -84,6 +84,40 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 		if err := unix.Chdir(cwd); err != nil {
 			return fmt.Errorf("sandbox: re-enter the working directory %s: %w", cwd, err)
 		}
+	}
+	return nil
+}
+
+// mountProc mounts the session's /proc, hidepid=invisible, for the PID
+// namespace pidns (nil: the one this thread's children start in, which
+// is also the thread's own).
+func mountProc(pidns *os.File) error {
+	if pidns == nil {
+		return unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible")
+	}
+	// A proc instance shows the mounter's PID namespace unless told
+	// otherwise: pidns= (Linux 6.17) names the command's.
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen proc: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "hidepid", "invisible"); err != nil {
+		return fmt.Errorf("proc hidepid=invisible: %w", err)
+	}
+	if err := unix.FsconfigSetFd(fs, "pidns", int(pidns.Fd())); err != nil {
+		return fmt.Errorf("proc pidns= (Linux 6.17) for the caller's PID namespace: %w", err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("create proc: %w", err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsmount proc: %w", err)
+	}
+	defer unix.Close(mnt)
+	if err := unix.MoveMount(mnt, "", unix.AT_FDCWD, "/proc", unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move proc onto /proc: %w", err)
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package sandbox
 
+import "os"
+
 // Spec is what one session's sandbox is made of. The zero value hides
 // nothing and leaves processes visible; sessions get theirs from the
 // command builder in enforcer, which turns every layer on by default.
@@ -16,6 +18,11 @@ type Spec struct {
 	Home string
 	// UID is the user the command runs as.
 	UID uint32
+	// PidNS, when set, is the PID namespace the command starts in (a
+	// daemon's caller's, package callerns): the private /proc lists that
+	// namespace's processes, with its pid numbers. Nil: the spawning
+	// thread's own.
+	PidNS *os.File
 	// Sockets are the unix socket paths the session may reach by name:
 	// in the session's mount namespace, each that the user could replace
 	// is made a mount point of itself, and so is each directory above it

@@ -199,15 +199,27 @@ func placementCheck(mount string) checkResult {
 	if err != nil {
 		return checkResult{name: "session cgroups", status: checkFail, detail: err.Error()}
 	}
-	where := filepath.Join(mount, cfg.WithDefaults().CgroupName)
+	instance := cfg.WithDefaults().CgroupName
+	if enforcer.SystemdScopes() {
+		slice := cgroups.SliceName(instance)
+		detail := "systemd: each session is a transient scope " + strings.TrimSuffix(slice, ".slice") + "-run-*.scope in " + slice +
+			" (" + filepath.Join(mount, slice) + "), created over D-Bus with Delegate=yes; see systemctl status " + slice +
+			"; --memory-max and --pids-max work where systemd offers the controllers to " + slice
+		if !cgroups.SystemdIsInit() {
+			detail += " (forced by " + enforcer.CgroupManagerEnv + "=systemd, but PID 1 is not systemd)"
+			return checkResult{name: "session cgroups", status: checkWarn, detail: detail}
+		}
+		return checkResult{name: "session cgroups", status: checkPass, detail: detail + " (" + enforcer.CgroupManagerEnv + "=cgroupfs: sluice's own subtree instead)"}
+	}
+	where := filepath.Join(mount, instance)
 	var detail string
 	if cgroups.SystemdIsInit() {
-		detail = "PID 1 is systemd; sessions live in " + where + ", outside systemd's units (systemd leaves it alone; " +
-			"sessions do not show in systemctl status, and transient scopes under a sluice.slice are not used yet)"
+		detail = "PID 1 is systemd, but " + enforcer.CgroupManagerEnv + "=cgroupfs: sessions live in " + where + ", outside systemd's units " +
+			"(unset it for transient scopes in " + cgroups.SliceName(instance) + ")"
 	} else {
 		detail = "PID 1 is not systemd; sessions live in " + where + " at the top of the cgroup2 tree"
 	}
-	detail += "; to confine a whole container: docker run --cgroup-parent=/" + cfg.WithDefaults().CgroupName + " (Docker's cgroupfs driver)"
+	detail += "; to confine a whole container: docker run --cgroup-parent=/" + instance + " (Docker's cgroupfs driver)"
 	if v1 := cgroups.V1Hierarchies(); len(v1) > 0 {
 		detail += fmt.Sprintf("; hybrid layout (%d cgroup v1 hierarchies): the daemon moves itself to their roots at start, "+
 			"so that its sessions outlive its container or unit", len(v1))

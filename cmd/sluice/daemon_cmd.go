@@ -10,19 +10,20 @@ import (
 
 // daemonOptions are the flags of `sluice daemon`.
 type daemonOptions struct {
-	config       string
-	allowlist    string
-	upstreams    []string
-	stateDir     string
-	auditLog     string
-	metricsAddr  string
-	sessionGroup string
-	adminGroup   string
-	dnsTTLMin    time.Duration
-	dnsTTLMax    time.Duration
-	dnsGrace     time.Duration
-	dnsMaxIPs    int
-	dnsPath      string
+	config           string
+	allowlist        string
+	upstreams        []string
+	stateDir         string
+	auditLog         string
+	metricsAddr      string
+	sessionGroup     string
+	adminGroup       string
+	containerCallers []string
+	dnsTTLMin        time.Duration
+	dnsTTLMax        time.Duration
+	dnsGrace         time.Duration
+	dnsMaxIPs        int
+	dnsPath          string
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -45,6 +46,7 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f.StringVar(&o.auditLog, "audit-log", "", "audit log file, JSON lines (default /var/log/sluice/audit.jsonl)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9469 (default off)")
 	f.StringVar(&o.sessionGroup, "group", "", "members of this group may create sessions (default sluice)")
+	f.StringArrayVar(&o.containerCallers, "container-caller", nil, "callers in other namespaces (a container with the socket bind-mounted) whose sessions run in their own namespaces: uid:N, gid:N or cgroup:GLOB (repeatable; default: the config's container_callers, else nobody)")
 	f.StringVar(&o.adminGroup, "admin-group", "", "members of this group may change the machine allowlist (default: root only)")
 	f.DurationVar(&o.dnsTTLMin, "dns-ttl-min", dnsresolver.DefaultMinTTL, "learn answers for at least this long")
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")

@@ -30,6 +30,9 @@ type fileConfig struct {
 	Group        string   `json:"group"`
 	AdminGroup   string   `json:"admin_group"`
 	DNSPath      string   `json:"dns_path"` // kernel or resolver, as --dns-path
+	// ContainerCallers, as --container-caller: callers in other
+	// namespaces whose sessions run in their own namespaces.
+	ContainerCallers []string `json:"container_callers"`
 }
 
 func loadFileConfig(path string, explicit bool) (fileConfig, error) {
@@ -84,18 +87,22 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if err != nil {
 		return fmt.Errorf("--dns-path: %w", err)
 	}
+	if cmd.Flags().Changed("container-caller") {
+		fc.ContainerCallers = o.containerCallers
+	}
 	cfg := daemon.Config{
-		AllowlistPath: pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
-		SocketPath:    pick(socketFlag, fc.Socket, api.SocketPath("")),
-		StateDir:      pick(o.stateDir, fc.StateDir, ""),
-		Upstreams:     ups,
-		AuditLog:      pick(o.auditLog, fc.AuditLog, "/var/log/sluice/audit.jsonl"),
-		MetricsAddr:   pick(o.metricsAddr, fc.MetricsAddr, ""),
-		SessionGroup:  pick(o.sessionGroup, fc.Group, "sluice"),
-		AdminGroup:    pick(o.adminGroup, fc.AdminGroup, ""),
-		Version:       versionString(),
-		Log:           cmd.ErrOrStderr(),
-		Enforcer:      ecfg,
+		AllowlistPath:    pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
+		SocketPath:       pick(socketFlag, fc.Socket, api.SocketPath("")),
+		StateDir:         pick(o.stateDir, fc.StateDir, ""),
+		Upstreams:        ups,
+		AuditLog:         pick(o.auditLog, fc.AuditLog, "/var/log/sluice/audit.jsonl"),
+		MetricsAddr:      pick(o.metricsAddr, fc.MetricsAddr, ""),
+		SessionGroup:     pick(o.sessionGroup, fc.Group, "sluice"),
+		AdminGroup:       pick(o.adminGroup, fc.AdminGroup, ""),
+		ContainerCallers: fc.ContainerCallers,
+		Version:          versionString(),
+		Log:              cmd.ErrOrStderr(),
+		Enforcer:         ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,
 			MaxIPsPerName: o.dnsMaxIPs, Path: dnsPath},
 	}

@@ -81,9 +81,14 @@ func newFamiliesCmd() *cobra.Command {
 // command and execs it) as a child and exits with its status, after
 // writing it to status.
 func superviseFamilies(status *os.File, args []string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return &exitError{code: exitSluiceError, err: err}
+	// The running binary itself, not the path it was started from: a
+	// daemon starts the shim from a descriptor in a caller's mount
+	// namespace (a container), where that path is another file or none.
+	self := "/proc/self/exe"
+	if _, err := os.Stat(self); err != nil {
+		if self, err = os.Executable(); err != nil {
+			return &exitError{code: exitSluiceError, err: err}
+		}
 	}
 	child := &exec.Cmd{Path: self, Args: append([]string{self, enforcer.FamiliesShim}, args...),
 		Env: os.Environ(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
