@@ -591,6 +591,9 @@ func (e *Enforcer) Reclaim() []error {
 		if err := e.dp.RemoveSession(cg.ID(), nil); err != nil {
 			errs = append(errs, err)
 		}
+		if err := sandbox.RemoveOwnDir(OwnDir(cg.ID())); err != nil {
+			errs = append(errs, err)
+		}
 		os.Remove(lockPath)
 	}
 	ids, err := e.dp.Sessions()
@@ -600,6 +603,10 @@ func (e *Enforcer) Reclaim() []error {
 	for _, id := range ids {
 		if !live[id] {
 			if err := e.dp.RemoveSession(id, nil); err != nil {
+				errs = append(errs, err)
+			}
+			// Its cgroup is gone, so is every process that had the mount.
+			if err := sandbox.RemoveOwnDir(OwnDir(id)); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -635,6 +642,11 @@ func Cleanup(cfg Config) error {
 		}
 		for _, s := range sessions {
 			if err := s.Remove(5 * time.Second); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			// Its processes are gone, and with them the directory's mount.
+			if err := sandbox.RemoveOwnDir(OwnDir(s.ID())); err != nil {
 				errs = append(errs, err)
 			}
 		}
