@@ -848,9 +848,12 @@ int sluice_post_bind6(struct bpf_sock *sk)
  * A session's connect() of a unix socket and its sendmsg() to a named
  * datagram peer are judged by the name it passes (a path, or an abstract
  * name), before the kernel resolves it: these hooks see nothing else.
- * Allowed: names in unix_allowed (exact, one hash lookup) and names matched
- * by one of the session's globs (unix_globs, tried only when the exact
- * lookup missed). See loader/unix_linux.go for what that can and cannot
+ * Allowed: names in unix_allowed (exact, one hash lookup), any abstract
+ * name when the session's Landlock scope judges those (SESSION_OWN_ABSTRACT),
+ * and names matched by one of the session's globs or below one of its
+ * prefixes (unix_globs, tried only when the exact lookup missed; a prefix
+ * is the session's own socket directory, a tmpfs only the session can
+ * populate, where symlinks are not followed). See loader/unix_linux.go for what that can and cannot
  * hold against (a name is not an inode). */
 
 #define UNIX_GLOBS_MAX 16
@@ -865,9 +868,13 @@ struct unix_glob_key {
 
 struct unix_glob {
 	__u32 len;
-	__u32 pad;
+	__u32 flags; /* GLOB_PREFIX */
 	char pat[128];
 };
+
+/* A prefix entry (the session's own socket directory, "/dir/"): any clean
+ * name below it, at any depth. */
+#define GLOB_PREFIX 1
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1007,6 +1014,23 @@ static long clean_step(__u64 idx, struct loop_ctx *lc)
 	return 0;
 }
 
+/* One byte of a prefix comparison of text against pat. */
+static long prefix_step(__u64 idx, struct loop_ctx *lc)
+{
+	struct unix_scratch *c = lc->c;
+	__u32 i = idx & 127;
+
+	if (idx >= c->plen) {
+		c->result = 1;
+		return 1;
+	}
+	if (c->pat[i] != c->text[i]) {
+		c->result = 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* unix_glob_match tries the session's globs against c->k (pathnames only). */
 static __always_inline int unix_glob_match(struct unix_scratch *c, __u64 cg)
 {
@@ -1027,9 +1051,17 @@ static __always_inline int unix_glob_match(struct unix_scratch *c, __u64 cg)
 			return 0;
 		__builtin_memcpy(c->pat, gl->pat, sizeof(c->pat));
 		c->plen = gl->len;
+		c->result = -1;
+		if (gl->flags & GLOB_PREFIX) {
+			/* Below the directory, not the directory itself. */
+			if (c->tlen > c->plen)
+				bpf_loop(UNIX_PATH_MAX, prefix_step, &lc, 0);
+			if (c->result == 1)
+				return 1;
+			continue;
+		}
 		c->i = c->j = 0;
 		c->star_i = c->star_j = -1;
-		c->result = -1;
 		bpf_loop(GLOB_STEPS, glob_step, &lc, 0);
 		if (c->result == 1)
 			return 1;
@@ -1090,6 +1122,15 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 		 * DNS. An event per lookup would bury the real refusals. */
 		count(cg, COUNTER_DENIED);
 		return (s->flags & SESSION_AUDIT) ? 1 : 0;
+	}
+	/* The session's Landlock domain has the abstract-socket scope: the
+	 * kernel lets it reach only abstract sockets made inside the domain
+	 * and refuses the rest itself, after this hook, when it finds the
+	 * peer. User space is told (EVENT_SCOPED) and explains the refusal
+	 * when the name belongs to no socket of the session. */
+	if (s && c->k.abstract && (s->flags & SESSION_OWN_ABSTRACT)) {
+		emit_unix(cg, hook, EVENT_SCOPED, &c->k);
+		return 1;
 	}
 	if (s && unix_glob_match(c, cg))
 		return 1;

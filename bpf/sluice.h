@@ -19,6 +19,7 @@
 enum sluice_session_flag {
 	SESSION_AUDIT = 1, /* allow everything, report what would be denied */
 	SESSION_LOOPBACK_SESSION = 2, /* loopback only to the session's own listeners and listed ports */
+	SESSION_OWN_ABSTRACT = 4, /* the session's Landlock scope judges abstract unix names: allow unlisted ones */
 };
 
 /* A session's policy, keyed by the cgroup id of the session's cgroup.
@@ -105,6 +106,7 @@ enum sluice_reason {
 /* event.flags */
 enum sluice_event_flag {
 	EVENT_AUDIT = 1, /* allowed because the session is in audit mode */
+	EVENT_SCOPED = 2, /* an unlisted abstract name left to the session's Landlock scope */
 };
 
 /* One deny (or would-deny) decision. Allowed connects never produce one. */

@@ -33,7 +33,7 @@ func (s *Server) watchSandbox() {
 // of programs that are no session's are not the daemon's to report.
 func (s *Server) sandboxDenial(d kaudit.Denial) {
 	name := s.sandboxAttr.Session(d)
-	if name == "" {
+	if name == "" || s.e.DatapathExplains(d) {
 		return
 	}
 	s.mu.Lock()

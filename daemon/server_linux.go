@@ -330,6 +330,11 @@ func (s *Server) dispatch(ev loader.Event) {
 		owner.kernelEvent(ev)
 		return
 	}
+	if ev.Scoped {
+		// Left to a Landlock scope, in a session no one here owns: whether
+		// it was refused cannot be told (enforcer.Session.ResolveScoped).
+		return
+	}
 	if name == "" || s.orphanAllowed(name) {
 		s.emit(audit.FromKernel(name, ev, nil))
 	}

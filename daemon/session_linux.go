@@ -112,6 +112,12 @@ func (s *Server) dnsOptions(ss *session) *enforcer.DNSOptions {
 }
 
 func (ss *session) kernelEvent(ev loader.Event) {
+	// An abstract name left to the session's Landlock scope is a denial
+	// only when no socket of the session has it.
+	ev, report := ss.s.ResolveScoped(ev)
+	if !report {
+		return
+	}
 	// A denial can race the start's audit line: keep the story in order.
 	select {
 	case <-ss.started:

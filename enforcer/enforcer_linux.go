@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
@@ -136,6 +138,12 @@ type Session struct {
 	// unixExtra are unix sockets allowed beside the policy (built-in
 	// list, API socket); unixNames every exact name in the datapath.
 	unixExtra, unixNames []string
+	// own caches the abstract names found to be the session's own
+	// (ResolveScoped).
+	own ownAbstract
+	// ownDir is the session's own socket directory (sandbox.Spec.OwnDir),
+	// whose every clean name the datapath allows; "" when it has none.
+	ownDir string
 	// loopbackStrict: the session was in loopback "session" mode at some
 	// point, so it may have loopback port entries to remove.
 	loopbackStrict bool
@@ -283,15 +291,34 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
 	}
 	builtins := BuiltinUnixSockets(spec.User.UID, spec.Env)
+	// The session's own sockets: a private directory only it can fill,
+	// given where the datapath judges unix sockets and the session cannot
+	// mount (a mount over the directory would redirect its names).
+	own := ""
+	if s.e.dp.UnixJudging() == nil && (!spec.Sandbox.ShareProcesses || !spec.Sandbox.AllowUserNamespaces) {
+		own = OwnDir(s.ID())
+		spec.Env = append(slices.Clip(spec.Env), "TMPDIR="+own)
+	}
+	s.mu.Lock()
+	s.ownDir = own
+	s.mu.Unlock()
 	if err := s.allowUnixExtra(builtins); err != nil {
 		return nil, err
 	}
-	// Abstract unix sockets have one judge: the datapath where it judges
-	// unix sockets (so unix_sockets can list one, also after a reload),
-	// else the Landlock scope, which refuses every one created outside
-	// the session.
+	// Abstract unix sockets have one judge. The Landlock scope (ABI 6)
+	// lets the session reach exactly the ones it made and refuses every
+	// one made outside it: it judges wherever the session has a Landlock
+	// domain with scopes, and the datapath then allows unlisted abstract
+	// names (FlagOwnAbstract). The datapath alone judges them where the
+	// scope is missing (--share-processes, a kernel before 6.12), where
+	// unix_sockets lists one (an outside socket the scope would refuse),
+	// and in audit mode (which must refuse nothing); the session's own
+	// abstract sockets are then refused as any unlisted name.
 	if s.e.dp.UnixJudging() == nil {
-		spec.Sandbox.AbstractUnix = true
+		if err := s.judgeAbstract(spec); err != nil {
+			return nil, err
+		}
+		spec.Sandbox.AbstractUnix = s.cfg.Flags&loader.FlagOwnAbstract == 0
 	}
 	// Names are judged, and the kernel follows them afterwards: the
 	// sandbox holds each allowed name to the socket it names now. A
@@ -314,7 +341,7 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 			sockets = append(sockets, u)
 		}
 	}
-	build, err := spec.sandboxPrepare(sockets, onSocket)
+	build, err := spec.sandboxPrepare(sockets, onSocket, own)
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +372,40 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 		return s.dropUnixExtra(dropped)
 	}
 	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
+}
+
+// judgeAbstract sets FlagOwnAbstract on the session when its abstract unix
+// sockets can be left to the Landlock scope (see Start).
+func (s *Session) judgeAbstract(spec CommandSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	own := !spec.Sandbox.ShareProcesses && sandbox.LandlockABI() >= 6 && s.cfg.Flags&loader.FlagAudit == 0
+	if s.policy != nil {
+		for _, u := range s.policy.Local().UnixSockets {
+			if strings.HasPrefix(u, "@") {
+				own = false
+			}
+		}
+	}
+	cfg := s.cfg
+	if own {
+		cfg.Flags |= loader.FlagOwnAbstract
+	} else {
+		cfg.Flags &^= loader.FlagOwnAbstract
+	}
+	if cfg != s.cfg && s.registered {
+		if err := s.e.dp.SetSession(s.ID(), cfg); err != nil {
+			return err
+		}
+	}
+	s.cfg = cfg
+	return nil
+}
+
+// OwnDir is the own socket and temporary directory of the session whose
+// cgroup id is id (sandbox.Spec.OwnDir): its TMPDIR.
+func OwnDir(id uint64) string {
+	return filepath.Join(sandbox.OwnDirRoot, strconv.FormatUint(id, 10))
 }
 
 // Spawn verifies that the datapath is in force on the session's cgroup and
@@ -378,22 +439,27 @@ func (p sessionSpawner) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
 // reader may go on.
 var ErrBadEvent = errors.New("bad event record")
 
-// ReadEvent blocks for the session's next deny event. After FlushEvents it
+// ReadEvent blocks for the session's next deny event (a Scoped event
+// counts only when ResolveScoped says it was a refusal). After FlushEvents it
 // returns the events still pending, then ringbuf.ErrFlushed; after Close,
 // ringbuf.ErrClosed.
 func (s *Session) ReadEvent() (loader.Event, error) {
 	if s.events == nil {
 		return loader.Event{}, ringbuf.ErrClosed
 	}
-	rec, err := s.events.Read()
-	if err != nil {
-		return loader.Event{}, err
+	for {
+		rec, err := s.events.Read()
+		if err != nil {
+			return loader.Event{}, err
+		}
+		ev, err := loader.ParseEvent(rec.RawSample)
+		if err != nil {
+			return ev, fmt.Errorf("%w: %w", ErrBadEvent, err)
+		}
+		if ev, report := s.ResolveScoped(ev); report {
+			return ev, nil
+		}
 	}
-	ev, err := loader.ParseEvent(rec.RawSample)
-	if err != nil {
-		return ev, fmt.Errorf("%w: %w", ErrBadEvent, err)
-	}
-	return ev, nil
 }
 
 // FlushEvents wakes ReadEvent so that the reader drains what is pending
@@ -480,6 +546,11 @@ func (s *Session) Close() error {
 	if s.events != nil {
 		s.events.Close()
 	}
+	if s.ownDir != "" {
+		if err := sandbox.RemoveOwnDir(s.ownDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.lock != nil {
 		os.Remove(s.lock.Name())
 		s.lock.Close()
@@ -520,6 +591,9 @@ func (e *Enforcer) Reclaim() []error {
 		if err := e.dp.RemoveSession(cg.ID(), nil); err != nil {
 			errs = append(errs, err)
 		}
+		if err := sandbox.RemoveOwnDir(OwnDir(cg.ID())); err != nil {
+			errs = append(errs, err)
+		}
 		os.Remove(lockPath)
 	}
 	ids, err := e.dp.Sessions()
@@ -529,6 +603,10 @@ func (e *Enforcer) Reclaim() []error {
 	for _, id := range ids {
 		if !live[id] {
 			if err := e.dp.RemoveSession(id, nil); err != nil {
+				errs = append(errs, err)
+			}
+			// Its cgroup is gone, so is every process that had the mount.
+			if err := sandbox.RemoveOwnDir(OwnDir(id)); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -564,6 +642,11 @@ func Cleanup(cfg Config) error {
 		}
 		for _, s := range sessions {
 			if err := s.Remove(5 * time.Second); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			// Its processes are gone, and with them the directory's mount.
+			if err := sandbox.RemoveOwnDir(OwnDir(s.ID())); err != nil {
 				errs = append(errs, err)
 			}
 		}

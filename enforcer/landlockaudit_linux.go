@@ -28,3 +28,20 @@ func (e *Enforcer) SessionOfPID(pid uint32) string {
 	name, _, _ := strings.Cut(r, "/")
 	return name
 }
+
+// DatapathExplains reports whether the datapath already explains the
+// Landlock refusal d, so that its own line would say it twice: a refusal
+// by the abstract-socket scope alone where the datapath judges unix
+// sockets, since the datapath told the session's owner about the name
+// (loader.Event.Scoped, Session.ResolveScoped).
+func (e *Enforcer) DatapathExplains(d kaudit.Denial) bool {
+	if e.dp.UnixJudging() != nil || len(d.Blockers) == 0 {
+		return false
+	}
+	for _, b := range d.Blockers {
+		if b != "scope.abstract_unix_socket" {
+			return false
+		}
+	}
+	return true
+}

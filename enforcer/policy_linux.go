@@ -111,8 +111,21 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 	s.cg = cg
 	s.registered = true
 	s.unixExtra = slices.Clone(opts.UnixSockets)
+	// The session's own directory, if it was given one, keeps its prefix
+	// entry through policy changes (found where the session's owner made
+	// its mount point; a daemon that made it in another mount namespace
+	// leaves the prefix out on the next change, which refuses, never
+	// opens).
+	if own := OwnDir(cg.ID()); dirExists(own) {
+		s.ownDir = own
+	}
 	if opts.Audit {
 		s.cfg.Flags |= 1
+	}
+	// The Landlock scope of the session's processes cannot be taken back:
+	// keep leaving abstract names to it.
+	if f, err := e.dp.SessionFlagsOf(cg.ID()); err == nil {
+		s.cfg.Flags |= f & loader.FlagOwnAbstract
 	}
 	// The loopback mode is the policy's, and startResolver rewrites the
 	// session's whole entry (with the resolver's ports): without the flag
@@ -193,4 +206,10 @@ func (s *Session) WaitEmpty(stop <-chan struct{}) error {
 		case <-t.C:
 		}
 	}
+}
+
+// dirExists reports whether path is a directory.
+func dirExists(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
 }

@@ -17,7 +17,9 @@ import (
 // sockets are the unix socket names the session may reach; the sandbox
 // holds each to the socket it names at the start (sandbox.Spec.Sockets)
 // and tells onSocket which it could not.
-func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string, held bool, why string)) (func() error, error) {
+//
+// own is the session's own socket directory (sandbox.Spec.OwnDir), or "".
+func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string, held bool, why string), own string) (func() error, error) {
 	sb := c.Sandbox
 	if !sb.ShareProcesses && sandbox.LandlockABI() < 1 {
 		return nil, errors.New("process isolation needs Landlock (Linux 5.13 with landlock in the lsm= list), which this kernel does not offer: without it the command could trace and read its user's other processes; pass --share-processes to run it anyway")
@@ -27,7 +29,7 @@ func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string,
 		hidden = *sb.Hidden
 	}
 	spec := sandbox.Spec{Processes: !sb.ShareProcesses, Hidden: hidden, Home: sb.Home, UID: c.User.UID,
-		Sockets: sockets, OnSocket: onSocket}
+		Sockets: sockets, OnSocket: onSocket, OwnDir: own, GID: c.User.GID}
 	from, onHidden := sb.MountNamespaceOf, sb.OnHidden
 	join := sb.NamespacesOf
 	return func() error {

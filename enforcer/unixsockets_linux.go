@@ -52,7 +52,11 @@ func (s *Session) applyLocal(l allowlist.Local) error {
 			errs = append(errs, err)
 		}
 		s.unixNames = all
-		if err := dp.SetUnixGlobs(id, globs); err != nil {
+		var prefixes []string
+		if s.ownDir != "" {
+			prefixes = []string{s.ownDir + "/"}
+		}
+		if err := dp.SetUnixMatches(id, globs, prefixes); err != nil {
 			return err
 		}
 	}

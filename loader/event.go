@@ -93,9 +93,14 @@ type Event struct {
 	Hook     Hook
 	Reason   Reason
 	Audit    bool // allowed because the session is in audit mode
-	Addr     netip.Addr
-	Port     uint16
-	Proto    uint8
+	// Scoped: an abstract unix name the datapath let through to the
+	// session's Landlock scope (FlagOwnAbstract), which refuses it unless
+	// a socket made in the session has it. Not a denial by itself: the
+	// session's owner decides (enforcer.Session.ResolveScoped).
+	Scoped bool
+	Addr   netip.Addr
+	Port   uint16
+	Proto  uint8
 	// Args carry the socket() family/type/protocol or the setsockopt()
 	// level/optname/optlen.
 	Args [3]int32
@@ -143,6 +148,7 @@ func ParseEvent(b []byte) (Event, error) {
 		Hook:   Hook(r.Hook),
 		Reason: Reason(r.Reason),
 		Audit:  r.Flags&uint8(sluiceSluiceEventFlagEVENT_AUDIT) != 0,
+		Scoped: r.Flags&uint8(sluiceSluiceEventFlagEVENT_SCOPED) != 0,
 		Port:   r.Port,
 		Proto:  r.Proto,
 		Args:   [3]int32{r.Arg0, r.Arg1, r.Arg2},

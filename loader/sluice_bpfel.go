@@ -178,7 +178,8 @@ const (
 type sluiceSluiceEventFlag uint32
 
 const (
-	sluiceSluiceEventFlagEVENT_AUDIT sluiceSluiceEventFlag = 1
+	sluiceSluiceEventFlagEVENT_AUDIT  sluiceSluiceEventFlag = 1
+	sluiceSluiceEventFlagEVENT_SCOPED sluiceSluiceEventFlag = 2
 )
 
 type sluiceSluiceHook uint32
@@ -219,6 +220,7 @@ type sluiceSluiceSessionFlag uint32
 const (
 	sluiceSluiceSessionFlagSESSION_AUDIT            sluiceSluiceSessionFlag = 1
 	sluiceSluiceSessionFlagSESSION_LOOPBACK_SESSION sluiceSluiceSessionFlag = 2
+	sluiceSluiceSessionFlagSESSION_OWN_ABSTRACT     sluiceSluiceSessionFlag = 4
 )
 
 type sluiceSluiceUnixVerdict uint32
@@ -238,10 +240,10 @@ type sluiceUnixEvent struct {
 }
 
 type sluiceUnixGlob struct {
-	_   structs.HostLayout
-	Len uint32
-	Pad uint32
-	Pat [128]int8
+	_     structs.HostLayout
+	Len   uint32
+	Flags uint32
+	Pat   [128]int8
 }
 
 type sluiceUnixGlobKey struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -248,14 +249,39 @@ const MaxUnixGlobs = 16
 // component; see allowlist.MatchUnixSocket, which the datapath's matcher
 // follows).
 func (d *Datapath) SetUnixGlobs(cgid uint64, globs []string) error {
-	if len(globs) > MaxUnixGlobs {
-		return fmt.Errorf("session %d: %d unix socket globs; the datapath holds at most %d (list exact paths instead)", cgid, len(globs), MaxUnixGlobs)
+	return d.SetUnixMatches(cgid, globs, nil)
+}
+
+// SetUnixMatches replaces the session's glob entries and its directory
+// prefixes: a prefix ("/dir/", absolute, clean, ending in '/') allows
+// every name below it at any depth that has no "", "." or ".." component
+// (the datapath refuses those before trying any entry). It is for the
+// session's own socket directory, which only the session can populate
+// (sandbox.Spec.OwnDir); globs and prefixes share the MaxUnixGlobs slots.
+func (d *Datapath) SetUnixMatches(cgid uint64, globs, prefixes []string) error {
+	if len(globs)+len(prefixes) > MaxUnixGlobs {
+		return fmt.Errorf("session %d: %d unix socket globs; the datapath holds at most %d (list exact paths instead)", cgid, len(globs)+len(prefixes), MaxUnixGlobs)
 	}
-	for i, g := range globs {
+	type entry struct {
+		pat   string
+		flags uint32
+	}
+	var entries []entry
+	for _, p := range prefixes {
+		if !cleanPrefix(p) || len(p) > allowlist.MaxUnixPath-1 {
+			return fmt.Errorf("unix socket prefix %q: not a clean absolute directory path ending in '/' of at most %d bytes", p, allowlist.MaxUnixPath-1)
+		}
+		entries = append(entries, entry{p, globPrefix})
+	}
+	for _, g := range globs {
+		entries = append(entries, entry{g, 0})
+	}
+	for i, e := range entries {
+		g := e.pat
 		if len(g) == 0 || len(g) > allowlist.MaxUnixPath || g[0] != '/' {
 			return fmt.Errorf("unix socket glob %q: not an absolute path of at most %d bytes", g, allowlist.MaxUnixPath)
 		}
-		v := sluiceUnixGlob{Len: uint32(len(g))}
+		v := sluiceUnixGlob{Len: uint32(len(g)), Flags: e.flags}
 		for j := range len(g) {
 			v.Pat[j] = int8(g[j])
 		}
@@ -264,7 +290,25 @@ func (d *Datapath) SetUnixGlobs(cgid uint64, globs []string) error {
 			return fmt.Errorf("set unix socket glob %q of session %d: %w", g, cgid, err)
 		}
 	}
-	return d.deleteUnixGlobs(cgid, len(globs))
+	return d.deleteUnixGlobs(cgid, len(entries))
+}
+
+// globPrefix is bpf/sluice.c's GLOB_PREFIX.
+const globPrefix = 1
+
+// cleanPrefix reports whether p is an absolute directory path
+// ending in '/' with no "", "." or ".." component: what a prefix entry
+// must be for the datapath's clean-name check to keep names below it.
+func cleanPrefix(p string) bool {
+	if len(p) < 2 || p[0] != '/' || p[len(p)-1] != '/' {
+		return false
+	}
+	for _, c := range strings.Split(p[1:len(p)-1], "/") {
+		if c == "" || c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // deleteUnixGlobs removes the session's globs from index from on: the
@@ -278,4 +322,20 @@ func (d *Datapath) deleteUnixGlobs(cgid uint64, from int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// FlagOwnAbstract tells the datapath that the session's Landlock domain
+// has the abstract unix socket scope (Linux 6.12), which lets it reach only
+// the abstract sockets made inside the domain: the datapath then allows
+// abstract names it does not list and leaves them to that scope.
+const FlagOwnAbstract = SessionFlags(sluiceSluiceSessionFlagSESSION_OWN_ABSTRACT)
+
+// SessionFlagsOf is the flags the datapath holds for the session (for a
+// session adopted from another process).
+func (d *Datapath) SessionFlagsOf(cgid uint64) (SessionFlags, error) {
+	var v sluiceSession
+	if err := d.objs.Sessions.Lookup(cgid, &v); err != nil {
+		return 0, fmt.Errorf("session %d: %w", cgid, err)
+	}
+	return SessionFlags(v.Flags), nil
 }

@@ -231,6 +231,80 @@ func TestUnixSocketsJudgedByName(t *testing.T) {
 	}
 }
 
+// A prefix entry allows every clean name below its directory, at any
+// depth, and nothing else: not the directory's own name, not a name that
+// climbs out with "..", not a relative name, not "." or "//" spellings.
+func TestUnixPrefixEntry(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.UnixJudging(); err != nil {
+		needs.Skip(t, "%v", err)
+	}
+	r, err := f.dp.AddSession(f.cgid, SessionConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dir := t.TempDir()
+	own := filepath.Join(dir, "own")
+	if err := os.MkdirAll(filepath.Join(own, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ls []net.Listener
+	listen := func(name string) string {
+		l, err := net.Listen("unix", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		return name
+	}
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	top := listen(filepath.Join(own, "top.sock"))
+	deep := listen(filepath.Join(own, "a", "b", "deep.sock"))
+	outside := listen(filepath.Join(dir, "outside.sock"))
+	// A sibling whose name begins like the prefix without its '/'.
+	sibling := listen(own + "x.sock")
+	for _, bad := range []string{"/", "own/", "/a/../b/", "/a//b/", "/a/./", "/a"} {
+		if err := f.dp.SetUnixMatches(f.cgid, nil, []string{bad}); err == nil {
+			t.Errorf("SetUnixMatches took prefix %q", bad)
+		}
+	}
+	if err := f.dp.SetUnixMatches(f.cgid, nil, []string{own + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{top, deep, outside, sibling} {
+		if got := unixClient("stream", p); got != "ok" {
+			t.Fatalf("unconfined connect to %s: %s", p, got)
+		}
+	}
+	for _, c := range []struct{ path, want string }{
+		{top, "ok"},
+		{deep, "ok"},
+		{outside, "EPERM"},
+		{sibling, "EPERM"},
+		{own + "/../outside.sock", "EPERM"},
+		{own + "/a/../../outside.sock", "EPERM"},
+		{own + "/./top.sock", "EPERM"},
+		{own + "//top.sock", "EPERM"},
+		{"own/top.sock", "EPERM"},
+	} {
+		if got := f.clientInSession(t, "stream", c.path); got != c.want {
+			t.Errorf("connect %s with prefix %s/: %s, want %s", c.path, own, got, c.want)
+		}
+	}
+	// Globs and prefixes share the slots; replacing them drops the prefix.
+	if err := f.dp.SetUnixGlobs(f.cgid, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.clientInSession(t, "stream", top); got != "EPERM" {
+		t.Errorf("after the prefix was dropped: %s, want EPERM", got)
+	}
+}
+
 func TestLoopbackSessionMode(t *testing.T) {
 	f := newFixture(t)
 	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
@@ -376,6 +450,42 @@ func TestUnixConnectCost(t *testing.T) {
 	t.Logf("connect_unix program: exact name %.0f ns per call, second glob %.0f ns per call",
 		progCost(cu, func() { f.clientInSession(t, "bench", exact) }),
 		progCost(cu, func() { f.clientInSession(t, "bench", globbed) }))
+	// The session's own directory: a prefix entry tried first, a name
+	// two levels below it (as Python's forkserver makes); an abstract
+	// name left to the Landlock scope (an event per connect).
+	own := filepath.Join(dir, "own")
+	if err := os.MkdirAll(filepath.Join(own, "pymp-x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ownSock := filepath.Join(own, "pymp-x", "listener-1")
+	abstract := fmt.Sprintf("@sluice-cost-%d", os.Getpid())
+	for _, p := range []string{ownSock, "\x00" + abstract[1:]} {
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	if err := f.dp.SetUnixMatches(f.cgid, nil, []string{own + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.dp.SetSession(f.cgid, SessionConfig{Flags: FlagOwnAbstract})
+	t.Logf("connect_unix program: below the own directory %.0f ns per call, abstract name left to the scope (with its event) %.0f ns per call",
+		progCost(cu, func() { f.clientInSession(t, "bench", ownSock) }),
+		progCost(cu, func() { f.clientInSession(t, "bench", abstract) }))
+	_ = f.dp.SetSession(f.cgid, SessionConfig{})
+	if err := f.dp.SetUnixGlobs(f.cgid, []string{"/nothing/*/here.sock", filepath.Join(dir, "g-*.sock")}); err != nil {
+		t.Fatal(err)
+	}
 	lo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

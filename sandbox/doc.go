@@ -17,10 +17,13 @@
 // all pass through ptrace_may_access, where Landlock refuses a target
 // outside the domain (EPERM/EACCES). ABI 6 (Linux 6.12) adds scopes:
 // signals (kill, tgkill, pidfd_send_signal, SIGIO) and abstract unix
-// sockets reach only the domain; the command builder (enforcer) asks for the
-// abstract-socket scope only where the datapath cannot judge unix sockets
-// (before Linux 6.7), since there the datapath is the one judge and
-// unix_sockets may list an abstract name. Everything the session starts inherits
+// sockets reach only the domain. The command builder (enforcer) asks for
+// the abstract-socket scope always where the datapath cannot judge unix
+// sockets (before Linux 6.7), and elsewhere unless the session's
+// unix_sockets lists an abstract name or the session is in audit mode
+// (there the datapath is the one judge of abstract names); with the scope
+// the datapath lets unlisted abstract names through to it, so the
+// session's own abstract sockets work, and explains its refusals itself. Everything the session starts inherits
 // the domain, so gdb, strace, kill and job control work among the
 // session's processes and nowhere else.
 //
@@ -93,6 +96,29 @@
 // refuses user namespaces (RefuseUserNamespaces) unless --allow-userns.
 // Why not refuse user namespaces always: the Landlock domain already
 // makes them harmless here, and Chromium's sandbox needs them.
+//
+// # A session's own sockets
+//
+// Programs make and connect to their own unix sockets (Python's
+// multiprocessing forkserver, ssh -M -S, tmux, language servers), and the
+// datapath cannot tell who bound a name. So Enter gives the session a
+// directory only it can fill (Spec.OwnDir, its $TMPDIR), and the datapath
+// allows every clean name below it: a fresh tmpfs, owned by the user and
+// mode 0700, mounted only in the session's mount namespace on an empty
+// directory of root's under OwnDirRoot (which only root can write, so the
+// path cannot be renamed or replaced). It is mounted nosymfollow: a
+// symlink there is never followed (ELOOP), so it cannot lead to another
+// socket; a hard link or rename from another file system into it fails
+// (EXDEV); and the session cannot mount over or inside it, as above. A
+// name with "." or ".." components or "//", or a relative name, is refused
+// by the datapath. The command builder gives no own directory where the
+// session could mount (--share-processes --allow-userns).
+//
+// Why not a private /tmp: it would also catch programs that ignore
+// $TMPDIR, but it would hide the user's /tmp (files to work on, X11's
+// /tmp/.X11-unix, listed sockets of outside agents) and change what every
+// /tmp path means in the session; a separate directory changes nothing
+// that worked (docs/design.md, "A session's own sockets").
 //
 // # Environment
 //

@@ -70,6 +70,11 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 	if err := pinSockets(spec.Sockets, spec.UID, spec.OnSocket); err != nil {
 		return err
 	}
+	if spec.OwnDir != "" {
+		if err := mountOwnDir(spec.OwnDir, spec.UID, spec.GID); err != nil {
+			return err
+		}
+	}
 	if spec.Processes {
 		if err := mountProc(spec.PidNS); err != nil {
 			return fmt.Errorf("sandbox: mount the session's /proc: %w", err)
@@ -320,6 +325,86 @@ func cover(targets []target, hid func(string)) error {
 		if hid != nil {
 			hid(t.path)
 		}
+	}
+	return nil
+}
+
+// mountOwnDir makes dir and its parent (root-owned, 0755; every directory
+// above must be root's and writable by no one else, so no one but root can rename or replace any
+// of them) and mounts a fresh tmpfs on it in the calling thread's mount
+// namespace: owned by uid:gid, mode 0700, nosuid, nodev and nosymfollow.
+// On it the session's processes can make sockets, files and directories,
+// but a symlink there is never followed (ELOOP), and nothing from another
+// file system can be linked or renamed into it (EXDEV): a name below dir
+// leads to a socket made in it by the session. The mount exists only in
+// the session's namespace; the directory under it stays, empty, until
+// the session's owner removes it (RemoveOwnDir).
+func mountOwnDir(dir string, uid, gid uint32) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || filepath.Dir(dir) == "/" {
+		return fmt.Errorf("sandbox: own directory %q: not a clean absolute path two levels below /", dir)
+	}
+	// Nothing is made below a directory someone else could write (where
+	// a name could be a symlink planted to lead root's mkdir elsewhere).
+	parent := filepath.Dir(dir)
+	if err := rootOnly(filepath.Dir(parent)); err != nil {
+		return err
+	}
+	if err := unix.Mkdir(parent, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("sandbox: make %s: %w", parent, err)
+	}
+	if err := rootOnly(parent); err != nil {
+		return err
+	}
+	// The user must be able to pass through it (a umask of 077 made it
+	// 0700).
+	if err := unix.Chmod(parent, 0o755); err != nil {
+		return fmt.Errorf("sandbox: %s: %w", parent, err)
+	}
+	if err := unix.Mkdir(dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("sandbox: make the session's own directory %s: %w", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("sandbox: the session's own directory %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 {
+		return fmt.Errorf("sandbox: %s is not a directory of root's: refusing to mount the session's own directory there", dir)
+	}
+	opts := fmt.Sprintf("mode=0700,uid=%d,gid=%d", uid, gid)
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOSYMFOLLOW)
+	if err := unix.Mount("sluice-own", dir, "tmpfs", flags, opts); err != nil {
+		return fmt.Errorf("sandbox: mount the session's own directory on %s (tmpfs, nosymfollow needs Linux 5.10): %w", dir, err)
+	}
+	return nil
+}
+
+// rootOnly checks that dir and every directory above it are root's
+// directories that no one else can write (a sticky directory is not
+// enough: its owner-less entries can still be made by anyone first).
+func rootOnly(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if err := unix.Lstat(d, &st); err != nil {
+			return fmt.Errorf("sandbox: %s: %w", d, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 {
+			return fmt.Errorf("sandbox: %s is not a root-owned directory that only root can write: the session's own directory cannot be held below it", d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// RemoveOwnDir removes the empty directory a session's own directory was
+// mounted on, once the session is over (in the mount namespace of the
+// caller, where the mount never was). A directory that is gone is fine.
+func RemoveOwnDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("sandbox: remove %s: %w", dir, err)
 	}
 	return nil
 }

@@ -32,4 +32,19 @@ type Spec struct {
 	// socket, it is a symlink the user could replace).
 	Sockets  []string
 	OnSocket func(name string, held bool, why string)
+	// OwnDir, when set, is the session's own socket and temporary
+	// directory: an absolute path below a directory only root can write
+	// (OwnDirRoot), where Enter mounts a fresh tmpfs that exists only in
+	// the session's mount namespace, owned by UID and GID, mode 0700,
+	// nosymfollow. The datapath allows every clean name below it (see
+	// the package comment, "A session's own sockets").
+	OwnDir string
+	// GID is the group of the command, the group of OwnDir.
+	GID uint32
 }
+
+// OwnDirRoot is where sessions' own directories are mounted: one
+// directory per session, named by its cgroup id, made (root-owned, 0755)
+// in the file system the session sees and mounted over only in the
+// session's mount namespace.
+const OwnDirRoot = "/run/sluice-own"

@@ -27,7 +27,9 @@ func watchSandbox(e *enforcer.Enforcer, session string, report func(audit.Event)
 	}
 	a := &kaudit.Attributor{SessionOf: e.SessionOfPID}
 	w, err := kaudit.Start(func(d kaudit.Denial) {
-		if a.Session(d) == session {
+		// Attributed first either way: a domain's first refusal names
+		// its creator.
+		if a.Session(d) == session && !e.DatapathExplains(d) {
 			report(audit.FromLandlock(session, d))
 		}
 	})

@@ -127,10 +127,10 @@ type kdnstestSession struct {
 }
 
 type kdnstestUnixGlob struct {
-	_   structs.HostLayout
-	Len uint32
-	Pad uint32
-	Pat [128]int8
+	_     structs.HostLayout
+	Len   uint32
+	Flags uint32
+	Pat   [128]int8
 }
 
 type kdnstestUnixGlobKey struct {

@@ -56,6 +56,8 @@
 //	                            DIR/go exists and writes the answer to DIR/result
 //	unix PATH|@NAME             connect a stream unix socket (@NAME: abstract), read the greeting
 //	unix-dgram PATH|@NAME       sendto on an unconnected datagram unix socket
+//	unix-serve PATH|@NAME       listen on a stream unix socket, serve the greeting to one
+//	                            client (another process of the session), then exit
 //	tcp-self                    listen on 127.0.0.1 (kernel-chosen port), connect to it, read
 //	                            the greeting the listener sends
 //	hold OUTFILE                open an unconnected UDP and TCP socket, write "PID UDPFD TCPFD"
@@ -133,6 +135,7 @@ func init() {
 		"api-handoff":   {"SOCKET DIR", 2, runAPIHandoff},
 		"unix":          {"PATH|@NAME", 1, runUnix},
 		"unix-dgram":    {"PATH|@NAME", 1, runUnixDgram},
+		"unix-serve":    {"PATH|@NAME", 1, runUnixServe},
 		"tcp-self":      {"", 0, runTCPSelf},
 		"hold":          {"OUTFILE", 1, runHold},
 		"getfd":         {"PID FD tcp|udp ADDR PORT", 5, runGetfd},

@@ -31,6 +31,35 @@ func runUnix(args []string, r *result) error {
 	return err
 }
 
+// runUnixServe listens on a stream unix socket named PATH (or @name) and
+// writes the greeting to the first client; the reply is "served".
+func runUnixServe(args []string, r *result) error {
+	ln, err := socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ln)
+	if err := unix.Bind(ln, unixAddr(args[0])); err != nil {
+		return at("bind", err)
+	}
+	if err := unix.Listen(ln, 1); err != nil {
+		return at("listen", err)
+	}
+	if _, err := wait(ln, unix.POLLIN); err != nil {
+		return at("accept", err)
+	}
+	c, _, err := unix.Accept(ln)
+	if err != nil {
+		return at("accept", err)
+	}
+	defer unix.Close(c)
+	if _, err := unix.Write(c, greeting); err != nil {
+		return at("write", err)
+	}
+	r.Reply = "served"
+	return nil
+}
+
 // runUnixDgram sends one datagram on an unconnected unix socket.
 func runUnixDgram(args []string, r *result) error {
 	fd, err := socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
