@@ -67,7 +67,29 @@ func (s *Session) ResolveScoped(ev loader.Event) (loader.Event, bool) {
 		s.own.mu.Unlock()
 		return ev, false
 	}
+	// Report only a name some process outside the session holds. A socket
+	// no process holds is the session's own accepted end, left while its
+	// peer is open after the session's server exited: the connect was the
+	// session's own, and a line would name it an outside one.
+	if !heldBy(inodes, allPIDs()) {
+		return ev, false
+	}
 	return ev, true
+}
+
+// allPIDs lists the processes /proc shows.
+func allPIDs() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	pids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // abstractInodes lists the inodes of the unix sockets bound to the
