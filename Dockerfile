@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The sluice daemon as a container image. The entrypoint is `sluice daemon`; arguments after
 # the image name are passed on as daemon flags.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sluice — build, test and benchmark targets. Tests that touch the kernel
 # need root (CI runs as root); without it they skip with a message.
 

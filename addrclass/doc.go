@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package addrclass classifies IP addresses by what they reach: the public
 // internet, or something a name on the allowlist must never be turned into
 // (loopback, private networks, link-local and cloud metadata, multicast,

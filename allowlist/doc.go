@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package allowlist is sluice's policy model: which destinations a confined
 // process may reach besides loopback. It parses network_allowlist.json and
 // --allow entries, normalizes and matches host names, IP addresses and CIDRs,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package api is the sluice daemon's API as its clients see it: the
 // request and response types of the HTTP+JSON API on the daemon's unix
 // socket (docs/api.md) and a client for it. The server lives in package

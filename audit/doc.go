@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package audit is sluice's one audit-event model: what a session's
 // enforcement decided (kernel denials, DNS refusals, proxy refusals), what
 // happened to sessions and to the machine allowlist, and the JSON form of

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+
 /* The kernel DNS path (issue 13), included by sluice.c after its maps.
  *
  * A session with KDNS_ON sends its UDP DNS straight to its upstream

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+
 //go:build ignore
 
 /* Fuzz targets of the kernel DNS path's parsers (loader/kdnstest): the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+
 //go:build ignore
 
 /* sluice datapath: cgroup hooks that let a session's processes reach only

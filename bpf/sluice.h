@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+
 /* Shared definitions of the sluice datapath: map layouts and the event record.
  * The Go side gets these types from bpf2go (-type), so keep them plain C with
  * explicit padding: every byte of a map key must be initialised. */

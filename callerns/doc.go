@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package callerns lets the daemon start a session's command in the
 // namespaces of the client that asked for it: a `sluice run` inside a
 // container, talking to the host's daemon through a bind-mounted socket,

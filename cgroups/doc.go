@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgroups puts sluice sessions into cgroup v2: it finds the cgroup2
 // mount, keeps a root-owned parent cgroup with one child per session, applies
 // limits, spawns the confined command straight into its session, and kills and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ci holds sluice's CI integrations and their end-to-end test: the
 // runner-neutral script sluice-ci (setup, a confined shell, a summary,
 // finish), the GitHub Actions scripts behind action.yml (ci/github) and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemon is sluice's orchestration room: the privileged daemon
 // that owns the datapath, the sluice cgroup, the sessions' resolvers and
 // the machine allowlist, and serves a local HTTP+JSON API on a unix socket

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dnsresolver is a session's local DNS resolver: it answers only
 // names the session's policy allows, forwards them upstream, and teaches the
 // datapath the addresses of the answer before the answer reaches the

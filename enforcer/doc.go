@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package enforcer ties the pieces of kernel enforcement into sessions: it
 // opens the sluice cgroup root and the pinned datapath, creates a session
 // (a cgroup plus its policy in the datapath), spawns the confined command

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exitstatus keeps a session command's exit status where the next
 // daemon finds it.
 //

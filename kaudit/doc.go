@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kaudit reads the kernel's audit records of Landlock refusals, so
 // that a session's sandbox (package sandbox) is not silent: when the
 // session's Landlock domain refuses a ptrace, a pidfd_getfd, a

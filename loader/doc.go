@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loader is the Go face of sluice's kernel datapath (bpf/sluice.c):
 // it loads the programs, pins maps and links under a root-only bpffs
 // directory, attaches them with bpf_link to the sluice parent cgroup,

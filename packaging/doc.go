@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package packaging holds what turns sluice into something users install:
 // the systemd unit and default configuration (installed by `make install`
 // and the packages), the nfpm configuration and scripts of the .deb and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds sluice's release into DIST (default dist/): static binaries for
 # linux/amd64, linux/arm64, darwin/amd64, darwin/arm64 and windows/amd64,
 # .deb and .rpm packages for linux/amd64 and linux/arm64 (nfpm), and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the fresh Debian container of packaging/test-deb.sh.
 set -euo pipefail
 say() { printf -- '-- %s\n' "$*"; }

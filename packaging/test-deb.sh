@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The .deb on a fresh Debian: builds this machine's .deb, a minimal Debian
 # root file system (debootstrap --variant=minbase from the configured
 # mirror, imported with `docker import`, no registry), starts a private

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package sandbox
 
 // Level says how much of a layer this machine gives.

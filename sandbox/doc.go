@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sandbox decides what a session's processes may touch besides the
 // network: other processes of the same user, and credential files. The
 // datapath judges a session's own sockets; an agent that wants out can ask

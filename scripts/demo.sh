@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # demo.sh — sluice in one minute, in a throwaway world.
 #
 # Usage: sudo ./scripts/demo.sh [path/to/sluice]      (sudo make demo)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Ends a confined GitHub Actions job: writes the job's summary (what was
 # denied or would have been, by step, process and destination, and the
 # suggested allowlist) to $GITHUB_STEP_SUMMARY, the learned allowlist when

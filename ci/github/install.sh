@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs sluice for a GitHub Actions job: builds it from source at the
 # action's ref (the BPF objects are committed, so Go is all it needs), or,
 # with SLUICE_BIN set, installs that binary. Installs sluice-ci and builds

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Starts the daemon for a GitHub Actions job from the action's inputs and
 # puts its settings in the job's environment ($GITHUB_ENV), so every later
 # `run:` step is confined when the job says

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build unix
 
 // Command sluice-shell is the shell of a confined CI job's steps: GitHub

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command sluice confines AI agents and the processes they start to
 // loopback and the hosts their user allowed, enforced in the kernel.
 //

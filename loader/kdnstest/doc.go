@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kdnstest holds the fuzz targets of the kernel DNS path's BPF
 // parsers (bpf/kdns.h): bpf/kdns_test.c compiled with the datapath, whose
 // test programs run the egress and ingress judges through

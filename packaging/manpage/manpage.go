@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package manpage writes man pages (roff, section 1) for a cobra command
 // tree: sluice.1 for the root and sluice-run.1 and so on for each visible
 // subcommand, with the synopsis, description, options, examples and the

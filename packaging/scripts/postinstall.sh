@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # After install (deb: configure; rpm: $1 >= 1): the group whose members may
 # start sessions through the daemon, and systemd told about the unit. The
 # daemon is not started: its allowlist is the administrator's to write

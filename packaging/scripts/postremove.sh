@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # After removal. deb purge, or rpm erase ($1 = 0) that kept no
 # configuration: nothing of sluice stays (its configuration, audit log,
 # state and the sluice group; preremove already removed sessions, cgroups

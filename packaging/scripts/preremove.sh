@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Before removal (deb: remove; rpm: $1 = 0), not before an upgrade: stop the
 # daemon and remove every session, cgroup, pin and state sluice put on the
 # machine (`sluice cleanup`). A session's command is killed with it: without

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demoserver is the fake internet of scripts/demo.sh: a tiny HTTP
 // server that listens on every address given on its command line and
 // answers each request with one line naming the address that was reached.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench measures what sluice costs a confined program, side by side
 // in one run: every figure is a pair of arms, A (unconfined) and B
 // (confined), measured in alternating rounds (A B, then B A, to cancel

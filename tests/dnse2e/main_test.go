@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build linux
 
 // Package dnse2e tests DNS learning end to end: a confined program resolves

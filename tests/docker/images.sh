@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Local images for the docker tests, with no registry: every docker test (and the CI) gets its
 # images here, so there is one way to make them.
 #

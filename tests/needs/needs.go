@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package needs decides what a kernel test does when this machine lacks
 // something it needs, and checks a kernel suite's preconditions once, at its
 // start, so a machine that cannot run the suite gets one message naming

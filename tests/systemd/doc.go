@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package systemd tests sluice on a host whose PID 1 is systemd: it boots
 // Debian's systemd in a systemd-nspawn container (no network but loopback),
 // installs the packaged unit and a sluice binary built from this tree, and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # inside.sh runs as a oneshot unit in a container whose PID 1 is systemd (systemd_linux_test.go
 # boots it with systemd-nspawn). It checks that sluice's sessions are transient scopes in
 # sluice.slice, that they stay confined and are re-adopted across `systemctl restart sluice`,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rootfs.sh makes (once per cache) a Debian root file system with systemd, for the systemd
 # test (tests/systemd) to boot with systemd-nspawn, and prints the tarball's path:
 #   debootstrap --variant=minbase --include=systemd,dbus  from the machine's configured mirror.

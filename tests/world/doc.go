@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package world builds a throwaway "internet" for sluice's end-to-end tests:
 // two fresh network namespaces joined by a veth pair.
 //

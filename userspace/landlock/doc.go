@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package landlock confines one command on Linux without root and without
 // BPF: a Landlock ruleset lets connect(2) reach only a few TCP ports (the
 // session proxy's, and loopback ports the policy allows), and a seccomp

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package landlock
 
 // The integration tests run the real thing: a helper binary (internal/

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proxy is sluice's allowlist proxy: one loopback port that speaks
 // HTTP CONNECT, absolute-form HTTP and SOCKS5, and connects a confined
 // program only to loopback and to what its session's policy allows. Where

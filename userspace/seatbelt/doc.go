@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package seatbelt confines a command on macOS with a generated Seatbelt
 // (SBPL) profile run by /usr/bin/sandbox-exec: outbound network only to
 // loopback, where sluice's allowlist proxy listens, so a program that

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wfp confines a command on Windows with Windows Filtering Platform
 // filters: the confined process tree may connect only to loopback (where
 // sluice's allowlist proxy listens), so a program that ignores HTTP_PROXY

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build sluice_wfp && (amd64 || arm64)
 
 package wfp

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build !linux
 
 // Command worker is the measured half of sluice's benchmark; it needs
