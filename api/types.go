@@ -36,6 +36,12 @@ type CreateRequest struct {
 	// ShowPaths exempts these hidden paths (and what is below them) for
 	// this session; never the machine allowlist's hidden_paths.
 	ShowPaths []string `json:"show_paths,omitempty"`
+	// ReadOnlyPaths are absolute, clean paths (directories or files) that
+	// the session's mount namespace makes read-only, with everything below
+	// them, besides the daemon's own read-only paths, which a session
+	// cannot remove. Each must exist in the caller's view of the file
+	// system.
+	ReadOnlyPaths []string `json:"read_only_paths,omitempty"`
 	// ShareProcesses turns process isolation off; refused for a caller
 	// that is itself confined.
 	ShareProcesses bool `json:"share_processes,omitempty"`

@@ -235,6 +235,10 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err != nil {
 		return nil, fail(http.StatusBadRequest, "%v", err)
 	}
+	readOnly, err := sandbox.ReadOnlyPaths(s.cfg.ReadOnlyPaths, req.ReadOnlyPaths)
+	if err != nil {
+		return nil, fail(http.StatusBadRequest, "read_only_paths: %v", err)
+	}
 	// Descriptors last: a request that is wrong anyway says so first.
 	if len(files) != 3 {
 		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
@@ -281,7 +285,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	// unit's sandbox.
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
-		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS}}
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS, ReadOnly: readOnly}}
 	if joined {
 		// Its resolver and proxy listen in the caller's network namespace
 		// (netns above), where the command's loopback is.

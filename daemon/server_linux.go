@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/sandbox"
 )
 
 // Config configures the daemon. Empty fields take the defaults.
@@ -46,9 +47,13 @@ type Config struct {
 	// namespaces: rules uid:N, gid:N, cgroup:GLOB (package callerns).
 	// None: such callers are refused.
 	ContainerCallers []string
-	Version          string
-	Log              io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
-	DNS              enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
+	// ReadOnlyPaths are made read-only, with everything below them, in
+	// every session's mount namespace (sandbox.ReadOnly): absolute, clean
+	// paths; a session may add more, never remove one.
+	ReadOnlyPaths []string
+	Version       string
+	Log           io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
+	DNS           enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
 	// Enforcer overrides the instance (tests); zero: SLUICE_INSTANCE or the default.
 	Enforcer enforcer.Config
 }
@@ -131,6 +136,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, rerr
 	}
 	s.containerCallers = rules
+	ro, err := sandbox.ReadOnlyPaths(cfg.ReadOnlyPaths, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--read-only: %w", err)
+	}
+	s.cfg.ReadOnlyPaths = ro.Machine
+	for _, p := range ro.Machine {
+		if _, err := os.Lstat(p); err != nil {
+			// Sessions see their callers' file systems, not this one:
+			// each decides for itself (sandbox.ReadOnly).
+			s.logf("note: read-only path %s: %v here; a session whose view lacks it starts without it only where its user could not create it", p, err)
+		}
+	}
 
 	policy, err := allowlist.Load(cfg.AllowlistPath)
 	if errors.Is(err, os.ErrNotExist) {

@@ -84,6 +84,10 @@ type SandboxSpec struct {
 	// isolation they are allowed and changes nothing: the Landlock domain
 	// refuses every mount.
 	AllowUserNamespaces bool
+	// ReadOnly are the paths made read-only, with everything below them,
+	// in the session's mount namespace (sandbox.ReadOnly); the zero value
+	// makes nothing read-only.
+	ReadOnly sandbox.ReadOnly
 	// OnHidden, if set, is told each path the session hides.
 	OnHidden func(path string)
 	// OnSocketDropped, if set, is told each built-in unix socket name

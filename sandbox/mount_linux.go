@@ -25,8 +25,9 @@ const staging = "/proc"
 // spec: a copy of from's (a pidfd; nil: the calling thread's), with
 // every mount a slave of the original (host mounts keep arriving, the
 // session's never leave), the hidden paths covered by an empty read-only
-// file or directory, and, with spec.Processes, a private /proc mounted
-// hidepid=invisible. A child the thread then clones is born in it.
+// file or directory, the read-only paths made read-only (ReadOnly), and,
+// with spec.Processes, a private /proc mounted hidepid=invisible. A child
+// the thread then clones is born in it.
 //
 // Enter changes per-thread state it cannot undo: call it only on a locked
 // OS thread that is thrown away afterwards (cgroups.Session.StartWith does
@@ -69,11 +70,22 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 			return err
 		}
 	}
+	// The own directory's mount point is made before the read-only paths
+	// are (one of them may hold it), and its tmpfs mounted after them, so
+	// that it stays writable whatever they cover.
+	if spec.OwnDir != "" {
+		if err := makeOwnDir(spec.OwnDir); err != nil {
+			return err
+		}
+	}
+	if err := makeReadOnly(spec.ReadOnly, spec.UID); err != nil {
+		return err
+	}
 	if err := pinSockets(spec.Sockets, spec.UID, spec.OnSocket); err != nil {
 		return err
 	}
 	if spec.OwnDir != "" {
-		if err := mountOwnDir(spec.OwnDir, spec.UID, spec.GID); err != nil {
+		if err := mountOwnDirOn(spec.OwnDir, spec.UID, spec.GID); err != nil {
 			return err
 		}
 	}
@@ -342,6 +354,15 @@ func cover(targets []target, hid func(string)) error {
 // the session's namespace; the directory under it stays, empty, until
 // the session's owner removes it (RemoveOwnDir).
 func mountOwnDir(dir string, uid, gid uint32) error {
+	if err := makeOwnDir(dir); err != nil {
+		return err
+	}
+	return mountOwnDirOn(dir, uid, gid)
+}
+
+// makeOwnDir makes the own directory dir and its parent (mountOwnDir), as
+// root's directories below directories only root can write.
+func makeOwnDir(dir string) error {
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || filepath.Dir(dir) == "/" {
 		return fmt.Errorf("sandbox: own directory %q: not a clean absolute path two levels below /", dir)
 	}
@@ -365,6 +386,12 @@ func mountOwnDir(dir string, uid, gid uint32) error {
 	if err := unix.Mkdir(dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("sandbox: make the session's own directory %s: %w", dir, err)
 	}
+	return nil
+}
+
+// mountOwnDirOn mounts the own directory's tmpfs on dir, which makeOwnDir
+// made (mountOwnDir).
+func mountOwnDirOn(dir string, uid, gid uint32) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
 		return fmt.Errorf("sandbox: the session's own directory %s: %w", dir, err)

@@ -43,6 +43,9 @@ type Spec struct {
 	OwnDir string
 	// GID is the group of the command, the group of OwnDir.
 	GID uint32
+	// ReadOnly are the paths made read-only, with everything below them,
+	// in the session's mount namespace (see ReadOnly).
+	ReadOnly ReadOnly
 }
 
 // OwnDirRoot is where sessions' own directories are mounted: one

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -35,6 +36,8 @@ type fileConfig struct {
 	// ContainerCallers, as --container-caller: callers in other
 	// namespaces whose sessions run in their own namespaces.
 	ContainerCallers []string `json:"container_callers"`
+	// ReadOnlyPaths, with --read-only: paths read-only in every session.
+	ReadOnlyPaths []string `json:"read_only_paths"`
 }
 
 func loadFileConfig(path string, explicit bool) (fileConfig, error) {
@@ -102,9 +105,13 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		SessionGroup:     pick(o.sessionGroup, fc.Group, "sluice"),
 		AdminGroup:       pick(o.adminGroup, fc.AdminGroup, ""),
 		ContainerCallers: fc.ContainerCallers,
-		Version:          versionString(),
-		Log:              cmd.ErrOrStderr(),
-		Enforcer:         ecfg,
+		// Both lists, the file's and the flags': each is the
+		// administrator's, and a flag must not silently drop a path the
+		// file protects.
+		ReadOnlyPaths: append(slices.Clone(fc.ReadOnlyPaths), o.readOnly...),
+		Version:       versionString(),
+		Log:           cmd.ErrOrStderr(),
+		Enforcer:      ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,
 			MaxIPsPerName: o.dnsMaxIPs, Path: dnsPath},
 	}

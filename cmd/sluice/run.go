@@ -44,6 +44,7 @@ type runOptions struct {
 	suggest       string
 
 	showPaths      []string
+	readOnly       []string
 	shareProcesses bool
 	scrubEnv       bool
 	preserveFDs    int
@@ -152,6 +153,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
 	f.DurationVar(&o.reconnect, "reconnect-timeout", reconnectDefault(), "with the daemon: when it goes away mid-session, wait this long for the next one to report the command's exit status (env SLUICE_RECONNECT_TIMEOUT)")
 	f.StringArrayVar(&o.showPaths, "show-path", nil, "do not hide `PATH` (a hidden credential file or directory, or anything below one) for this run; absolute or ~/... (repeatable)")
+	f.StringArrayVar(&o.readOnly, "read-only", nil, "make `PATH` (a directory or a file, and everything below it) read-only for the command; an absolute path that exists (repeatable; adds to the daemon's --read-only paths, never removes one)")
 	f.BoolVar(&o.shareProcesses, "share-processes", false, "let the command see, trace and signal its user's processes outside the session (turns process isolation off)")
 	f.BoolVar(&o.scrubEnv, "scrub-env", false, "remove environment variables named like *_TOKEN, *_KEY, *_SECRET and *PASSWORD* from the command's environment")
 	f.BoolVar(&o.allowUserNS, "allow-userns", false, "with --share-processes: let the command create user namespaces (refused there by default: inside one it could mount another socket over an allowed unix socket name; with process isolation they are allowed and mounts are refused)")
@@ -191,6 +193,11 @@ func (o runOptions) run(cmd *cobra.Command, argv []string) error {
 	for _, p := range o.showPaths {
 		if err := allowlist.CheckHiddenPath(p); err != nil {
 			return &exitError{code: exitSluiceError, err: fmt.Errorf("--show-path: %w", err)}
+		}
+	}
+	for _, p := range o.readOnly {
+		if err := sandbox.CheckReadOnlyPath(p); err != nil {
+			return &exitError{code: exitSluiceError, err: fmt.Errorf("--read-only: %w", err)}
 		}
 	}
 	if o.pidsMax < 0 {

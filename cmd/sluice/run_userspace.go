@@ -27,6 +27,11 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if o.audit || o.pidsMax != 0 || o.memoryMax != "" {
 		return fail(fmt.Errorf("audit mode (--audit, sluice learn), --pids-max and --memory-max need mode bpf (this run would use %s)", mode))
 	}
+	if len(o.readOnly) > 0 {
+		// No mount namespace here to make them read-only in: refuse
+		// rather than run with the paths writable.
+		return fail(fmt.Errorf("--read-only needs mode bpf, root or the daemon (this run would use %s, which has no mount namespace of its own)", mode))
+	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
