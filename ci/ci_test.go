@@ -543,6 +543,13 @@ func TestGitLabTemplate(t *testing.T) {
 		t.Logf("$ %s\nexit %d\n%s", line, code, out)
 		return out, code
 	}
+	// The job user's login files: GitLab's shell executor runs every
+	// script, after_script included, in a login shell that reads them.
+	profile := filepath.Join(r.home, ".profile")
+	if err := os.WriteFile(profile, []byte("# the runner's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chown(profile, runnerUID, runnerUID)
 	for _, line := range gitlabLines(t, "before_script") {
 		if _, code := shell(false, line); code != 0 {
 			t.Fatalf("before_script %q: exit %d", line, code)
@@ -562,6 +569,23 @@ func TestGitLabTemplate(t *testing.T) {
 		}
 	}
 	r.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
+	// A confined line cannot choose what after_script kills or runs: the
+	// pid file is root's, the login files read-only; the same user
+	// outside sluice can append to .profile (the twin).
+	decoy := exec.Command("sleep", "60")
+	if err := decoy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = decoy.Process.Kill(); _ = decoy.Wait() })
+	daemonPID := atoi(readFile(t, filepath.Join(ctl, "daemon.pid")))
+	out, _ = shell(true, "sluice-ci run -- bash -c "+shq("echo "+atoiString(decoy.Process.Pid)+" > "+ctl+"/daemon.pid && echo WROTE-PID; "+
+		"echo "+atoiString(decoy.Process.Pid)+" > \"$SLUICE_CI_DIR/daemon.pid\"; echo 'touch "+r.home+"/planted' >> "+profile+" && echo PLANTED; true"))
+	if strings.Contains(out, "WROTE-PID") || strings.Contains(out, "PLANTED") {
+		t.Errorf("a confined line wrote the daemon's pid file or the login profile:\n%s", out)
+	}
+	if out, _ := shell(true, "echo '# appended' >> "+profile+" && echo PLANTED"); !strings.Contains(out, "PLANTED") {
+		t.Errorf("twin: the job's user could not append to its .profile outside sluice")
+	}
 	var log string
 	for _, line := range gitlabLines(t, "after_script") {
 		o, code := shell(false, line)
@@ -574,6 +598,12 @@ func TestGitLabTemplate(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("the job log's summary lacks %q", want)
 		}
+	}
+	if err := decoy.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("after_script killed a process a confined line chose")
+	}
+	if _, err := os.Stat("/proc/" + atoiString(daemonPID)); err == nil {
+		t.Errorf("the job's daemon (pid %d) outlived after_script", daemonPID)
 	}
 	for _, f := range []string{"summary.md", "audit.jsonl", "daemon-audit.jsonl", "suggested-allowlist.json"} {
 		if _, err := os.Stat(filepath.Join(project, ".sluice", f)); err != nil {
@@ -660,7 +690,7 @@ func TestGitHubConfinedStepCannotSteerTheJob(t *testing.T) {
 		"echo " + filepath.Join(r.work, "_tool", "node", "bin") + " >> \"$GITHUB_PATH\"\n" +
 		// Sudo, to leave the session.
 		"sudo -n true && echo SUDO-WORKED\n" +
-		"sleep 1.5\n" + tcpTo("denied.test", deniedPort) + "exit 0\n")
+		"sleep 1.5\n(exec 3<>/dev/tcp/denied.test/" + atoiString(int(deniedPort)) + ") && echo reached denied.test\nexit 0\n")
 	if code != 0 || !strings.Contains(out, "reached allowed.test") {
 		t.Fatalf("the attacking step's positive control failed: exit %d\n%s", code, out)
 	}
