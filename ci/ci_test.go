@@ -272,9 +272,7 @@ func (j *job) run(id string, argv ...string) (string, int, string) {
 		t.Logf("daemon.log:\n%s", log)
 	}
 	b, _ := os.ReadFile(files["GITHUB_ENV"])
-	for _, kv := range parseEnvFile(t, string(b)) {
-		j.env = append(j.env, kv)
-	}
+	j.env = append(j.env, parseEnvFile(t, string(b))...)
 	b, _ = os.ReadFile(files["GITHUB_PATH"])
 	for _, p := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if p != "" {
