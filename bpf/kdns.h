@@ -249,6 +249,30 @@ static __always_inline int kdns_is_upstream(const struct kdns_session *ks, const
 	       addr[3] == ks->up6[3] && port == ks->port6;
 }
 
+/* kdns_segmented reports an skb that the wire carries as several
+ * datagrams: the cgroup hooks run before UDP GSO splits a send with
+ * UDP_SEGMENT (egress) and after GRO coalesced datagrams for a socket with
+ * UDP_GRO (ingress), so the judge would read one message where the peer
+ * reads several, cut wherever the sender chose. Measured: a datagram that
+ * read as one query for a name under an allowed wildcard, cut into
+ * segments, carried a whole query for an unlisted name as its second.
+ *
+ * Such an skb of the path's DNS is never judged: egress drops it quietly,
+ * ingress drops it and hands its start to user space. It is not handed to
+ * user space on egress, which cannot tell where one query ends either
+ * (the segment size is not in the event); the client's queries are lost
+ * and retried, which costs nothing real: DNS clients do not batch queries
+ * with GSO. The check is here and not (only) in the setsockopt hook
+ * because UDP_SEGMENT also comes as a control message of one sendmsg,
+ * which no hook but this one sees; and refusing the socket option would
+ * break QUIC on every session socket, where GSO is common and harmless.
+ * An skb whose data fits one segment has no gso_size (one datagram), so
+ * the allowed path reads two fields and goes on. */
+static __always_inline int kdns_segmented(const struct __sk_buff *skb)
+{
+	return skb->gso_segs > 1 || skb->gso_size;
+}
+
 /* ---- egress: the query ---- */
 
 struct kdns_qparse {
@@ -408,6 +432,8 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &session);
 	if (ks && !kdns_is_upstream(ks, l.dst, l.dport))
 		return KDNS_PASS;
+	if (kdns_segmented(skb))
+		return KDNS_DROP_QUIET;
 	if (l.len > KDNS_QPKT || l.len < 12)
 		return KDNS_DROP_QUIET;
 	__u32 len = l.len;
@@ -830,23 +856,30 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 	if (!q || q->session != session || q->uport != l.sport || q->upstream[0] != l.src[0] ||
 	    q->upstream[1] != l.src[1] || q->upstream[2] != l.src[2] || q->upstream[3] != l.src[3])
 		return 0;
+	__u32 zero = 0;
+	struct kdns_ascratch *s = bpf_map_lookup_elem(&kdns_ascratch, &zero);
+	__u8 why = KDNS_WHY_RECORDS;
+	__u32 len = l.len;
+	/* Coalesced answers (GRO) are judged by nobody: user space injects
+	 * the answer itself; checked before a user space record, so that no
+	 * coalesced datagram rides through on one either. */
+	if (kdns_segmented(skb)) {
+		if (q->state != KDNS_Q_KERNEL || !s)
+			return 0;
+		why = KDNS_WHY_SEGMENTED;
+		goto punt_start;
+	}
 	if (q->state != KDNS_Q_KERNEL) {
 		/* Injected by user space, which judged and learned it. */
 		bpf_map_delete_elem(&kdns_queries, &k);
 		return 1;
 	}
-	__u32 zero = 0;
-	struct kdns_ascratch *s = bpf_map_lookup_elem(&kdns_ascratch, &zero);
 	if (!ks || !s)
 		return 0;
 
-	__u8 why = KDNS_WHY_RECORDS;
-	__u32 len = l.len;
 	if (len > KDNS_APKT) {
 		why = KDNS_WHY_TOO_BIG;
-		bpf_skb_load_bytes(skb, l.off, s->pkt, KDNS_MSG_MAX);
-		len = KDNS_MSG_MAX;
-		goto punt;
+		goto punt_start;
 	}
 	if (bpf_skb_load_bytes(skb, l.off, s->pkt, len & (KDNS_APKT - 1) ? len & (KDNS_APKT - 1) : KDNS_APKT))
 		return 0;
@@ -894,6 +927,11 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 	bpf_map_delete_elem(&kdns_queries, &k);
 	return 1;
 
+punt_start: /* user space needs only the header and the question */
+	len = len < KDNS_MSG_MAX ? len : KDNS_MSG_MAX;
+	len = len & (KDNS_MSG_MAX - 1) ? len & (KDNS_MSG_MAX - 1) : KDNS_MSG_MAX;
+	if (bpf_skb_load_bytes(skb, l.off, s->pkt, len))
+		return 0;
 punt:
 	q->state = KDNS_Q_USER;
 	kdns_report(&l, session, cookie, KDNS_EV_ANSWER, why, s->pkt, len, 0);

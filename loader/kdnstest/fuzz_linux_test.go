@@ -469,3 +469,86 @@ func TestKDNSJudges(t *testing.T) {
 		t.Errorf("ingress of garbage from the upstream: verdict %d (%v), want 0", ret, err)
 	}
 }
+
+// skbContext is a struct __sk_buff for BPF_PROG_TEST_RUN with only the
+// GSO fields set (the kernel takes no others but a few it ignores here):
+// 192 bytes, gso_segs at 164, gso_size at 176.
+func skbContext(segs, size uint32) []byte {
+	c := make([]byte, 192)
+	binary.NativeEndian.PutUint32(c[164:], segs)
+	binary.NativeEndian.PutUint32(c[176:], size)
+	return c
+}
+
+// TestKDNSSegmented: an skb that the wire carries as several datagrams (a
+// UDP GSO send, coalesced GRO answers) is never judged as one message:
+// egress drops an allowed query that comes segmented, ingress drops a
+// segmented answer and learns nothing, whether the record says the kernel
+// or user space answers it. The same bytes unsegmented pass, so the
+// verdicts come from the segmentation alone.
+func TestKDNSSegmented(t *testing.T) {
+	o := load(t)
+	m := new(dns.Msg)
+	m.SetQuestion("allowed.test.", dns.TypeA)
+	m.Id = 0x4444
+	query, _ := m.Pack()
+	key := kdnstestKdnsQueryKey{Id: 0x4444}
+	for _, c := range []struct {
+		what      string
+		segs, gso uint32
+		want      uint32
+	}{{"one datagram", 0, 0, 1}, {"gso_size only", 0, 20, 2}, {"two segments", 2, 20, 2}} {
+		_ = o.KdnsQueries.Delete(&key)
+		ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, upstream, 40000, 53, query), Context: skbContext(c.segs, c.gso)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ret != c.want {
+			t.Errorf("egress, %s: verdict %d, want %d", c.what, ret, c.want)
+		}
+		var rec kdnstestKdnsQuery
+		if err := o.KdnsQueries.Lookup(&key, &rec); c.want != 1 && err == nil && rec.State == 1 {
+			t.Errorf("egress, %s: a kernel record for a segmented query", c.what)
+		}
+	}
+
+	msg := answer(t, "allowed.test.", dns.TypeA, []string{"allowed.test. 300 IN A 203.0.113.5"}, nil, false)
+	for _, c := range []struct {
+		what      string
+		state     uint8
+		segs, gso uint32
+		want      uint32
+		learn     int
+	}{
+		{"one datagram", 1, 0, 0, 1, 1},
+		{"coalesced", 1, 2, 40, 0, 0},
+		{"coalesced, user space record", 2, 2, 40, 0, 0},
+		{"one datagram, user space record", 2, 0, 0, 1, 0},
+	} {
+		clearLearned(t, o)
+		rec := kdnstestKdnsQuery{Session: testSession, Uport: htons(53), State: c.state, Qtype: dns.TypeA}
+		mapped := netip.AddrFrom16(upstream.As16()).As16()
+		mapped[10], mapped[11] = 0xff, 0xff
+		copy(mapped[12:], upstream.AsSlice())
+		for i := range 10 {
+			mapped[i] = 0
+		}
+		for i := range rec.Upstream {
+			rec.Upstream[i] = binary.NativeEndian.Uint32(mapped[i*4:])
+		}
+		w := wire("allowed.test")
+		rec.NameLen = uint16(len(w))
+		copy(rec.Name[:], w)
+		k := kdnstestKdnsQueryKey{Id: 0x1234}
+		if err := o.KdnsQueries.Put(&k, &rec); err != nil {
+			t.Fatal(err)
+		}
+		ret, err := o.KdnsTestIngress.Run(&ebpf.RunOptions{Data: packet(upstream, client, 53, 40000, msg), Context: skbContext(c.segs, c.gso)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := learned(t, o); ret != c.want || len(got) != c.learn {
+			t.Errorf("ingress, %s: verdict %d, learned %v; want %d and %d addresses", c.what, ret, got, c.want, c.learn)
+		}
+	}
+}
