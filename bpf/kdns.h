@@ -278,9 +278,30 @@ static __always_inline int kdns_segmented(const struct __sk_buff *skb)
 struct kdns_qparse {
 	struct kdns_qscratch *s;
 	__u32 len, pos, next, nlen;
+	__u32 first; /* where the current label's first byte is in the message */
+	__u32 xn;    /* offset in name of the first "xn--" label's length byte, or 256 */
 	int done, bad;
 };
 
+/* kdns_label_byte is the resolver's rule for a byte of a label (lower
+ * case): allowlist.NormalizeName, through which the resolver path sends
+ * every name it is asked, admits letters, digits, '-' and '_' only, so a
+ * label that holds a '.', a NUL, a space, a backslash or any other byte is
+ * refused there, and must not be forwarded verbatim here: an upstream that
+ * flattens names to text reads "a.b" in one label as two, and so another
+ * name than the one judged. */
+static __always_inline int kdns_label_byte(__u8 b)
+{
+	return (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') || b == '-' || b == '_';
+}
+
+/* kdns_qname_step reads one byte of the question's name into name (lower
+ * case). It holds every label to the resolver's rule (checkLabel in
+ * allowlist): the bytes of kdns_label_byte, no '-' first or last. A
+ * label that starts "xn--" must also be valid punycode there, which the
+ * kernel does not decode: it notes where the first such label is, and the
+ * query passes only if that label lies in the allowlist entry's own part of
+ * the name (validated when the entry was), else user space judges it. */
 static long kdns_qname_step(__u32 i, void *ctx)
 {
 	struct kdns_qparse *c = ctx;
@@ -306,10 +327,20 @@ static long kdns_qname_step(__u32 i, void *ctx)
 			return 1;
 		}
 		c->next = pos + 1 + b;
+		c->first = pos + 1;
 	} else {
 		s->is_label[kdns_ni(n)] = 0;
 		if (b >= 'A' && b <= 'Z')
 			b += 'a' - 'A';
+		if (!kdns_label_byte(b) || (b == '-' && (pos == c->first || pos + 1 == c->next))) {
+			c->bad = 1;
+			return 1;
+		}
+		/* The fourth byte of a label: n - 4 is its length byte. */
+		if (pos == c->first + 3 && b == '-' && c->xn == 256 && n >= 4 &&
+		    s->name[kdns_ni(n - 3)] == 'x' && s->name[kdns_ni(n - 2)] == 'n' &&
+		    s->name[kdns_ni(n - 1)] == '-')
+			c->xn = n - 4;
 	}
 	s->name[kdns_ni(n)] = b;
 	c->nlen = n + 1;
@@ -339,6 +370,7 @@ struct kdns_match {
 	__u64 session;
 	__u64 h;
 	__u32 nlen;
+	__u32 at; /* where the matched suffix starts in the name */
 	int found;
 	int private;
 };
@@ -369,6 +401,7 @@ static long kdns_match_step(__u32 i, void *ctx)
 	if (cmp.differ)
 		return 0;
 	c->found = 1;
+	c->at = j;
 	c->private = !!(v->flags & (j == 0 ? KDNS_NAME_EXACT_PRIVATE : KDNS_NAME_WILD_PRIVATE));
 	return 0;
 }
@@ -454,7 +487,7 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 	/* QR = 0, opcode QUERY, one question, nothing else but an OPT. */
 	if ((p[2] & 0xf8) || qd != 1 || an || ns || ar > 1)
 		goto punt;
-	struct kdns_qparse c = {.s = s, .len = len, .pos = 12, .next = 12};
+	struct kdns_qparse c = {.s = s, .len = len, .pos = 12, .next = 12, .xn = 256};
 	bpf_loop(256, kdns_qname_step, &c, 0);
 	if (!c.done || c.bad)
 		goto punt;
@@ -486,6 +519,8 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 		why = KDNS_WHY_NOT_LISTED;
 		goto punt;
 	}
+	if (c.xn < m.at) /* an A-label the entry did not bring: user space decodes it */
+		goto punt;
 	if (qtype != DNS_TYPE_A && qtype != DNS_TYPE_AAAA) {
 		why = KDNS_WHY_QTYPE;
 		goto punt;

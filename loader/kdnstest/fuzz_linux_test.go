@@ -17,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
 )
 
@@ -46,7 +47,8 @@ var (
 )
 
 // load loads the test object once per process, its maps unpinned, with a
-// session that allows allowed.test and *.wild.test.
+// session that allows allowed.test, *.wild.test and xn--bcher-kva.test
+// (bücher.test).
 func load(t testing.TB) *kdnstestObjects {
 	if os.Geteuid() != 0 {
 		t.Skip("loading BPF programs needs root")
@@ -68,7 +70,7 @@ func load(t testing.TB) *kdnstestObjects {
 		if loadErr = objs.KdnsSessions.Put(uint64(testSession), &s); loadErr != nil {
 			return
 		}
-		for name, flags := range map[string]uint32{"allowed.test": 1, "wild.test": 2} {
+		for name, flags := range map[string]uint32{"allowed.test": 1, "wild.test": 2, "xn--bcher-kva.test": 1} {
 			w := wire(name)
 			k := kdnstestKdnsNameKey{Session: testSession, Hash: hash(w)}
 			v := kdnstestKdnsName{Flags: flags, Len: uint32(len(w))}
@@ -314,6 +316,12 @@ func FuzzKDNSQuery(f *testing.F) {
 		q("allowed.test.", dns.TypeTXT, false),
 		q("x.allowed.test.", dns.TypeA, false),
 		append(q("allowed.test.", dns.TypeA, false), 0),
+		q("a_b-c.wild.test.", dns.TypeA, false),
+		q("a\\.b.wild.test.", dns.TypeA, false),
+		q("a\\000b.wild.test.", dns.TypeA, false),
+		q("-a.wild.test.", dns.TypeA, false),
+		q("xn--bcher-kva.wild.test.", dns.TypeA, false),
+		q("xn--a.wild.test.", dns.TypeA, false),
 	} {
 		f.Add(s)
 	}
@@ -354,8 +362,15 @@ func FuzzKDNSQuery(f *testing.F) {
 		if qq.Qclass != dns.ClassINET || (qq.Qtype != dns.TypeA && qq.Qtype != dns.TypeAAAA) {
 			t.Fatalf("passed class %d type %d", qq.Qclass, qq.Qtype)
 		}
-		if name != "allowed.test." && !strings.HasSuffix(name, ".wild.test.") {
+		if name != "allowed.test." && name != "xn--bcher-kva.test." && !strings.HasSuffix(name, ".wild.test.") {
 			t.Fatalf("passed %q, which is not allowed", qq.Name)
+		}
+		// The resolver path's rule for a name (it refuses what
+		// NormalizeName rejects): miekg/dns escapes every byte that is
+		// not plain text ("\.", "\000"), so a label the kernel let
+		// through with such a byte fails here too.
+		if norm, err := allowlist.NormalizeName(qq.Name); err != nil || norm+"." != name {
+			t.Fatalf("passed %q, which the resolver refuses (%v) or reads as %q", qq.Name, err, norm)
 		}
 		if len(m.Extra) == 1 {
 			opt, ok := m.Extra[0].(*dns.OPT)
@@ -443,6 +458,19 @@ func TestKDNSJudges(t *testing.T) {
 		{"allowed.test.", dns.TypeA, 1}, {"ALLOWED.test.", dns.TypeAAAA, 1}, {"x.y.wild.test.", dns.TypeA, 1},
 		{"wild.test.", dns.TypeA, 2}, {"x.allowed.test.", dns.TypeA, 2}, {"denied.test.", dns.TypeA, 2},
 		{"allowed.test.", dns.TypeTXT, 2}, {"aallowed.test.", dns.TypeA, 2},
+		// Labels under an allowed wildcard, held to the resolver's rule
+		// (allowlist.NormalizeName): letters, digits, '-' and '_', no
+		// '-' first or last; an A-label goes to user space, which
+		// decodes it. miekg/dns reads "\." and "\DDD" as one byte.
+		{"A_b-9.wild.test.", dns.TypeA, 1}, {"x--y.wild.test.", dns.TypeA, 1}, {"xn.wild.test.", dns.TypeA, 1},
+		{"a\\.denied.test.wild.test.", dns.TypeA, 2}, {"a\\000b.wild.test.", dns.TypeA, 2},
+		{"\\000.wild.test.", dns.TypeA, 2}, {"a\\032b.wild.test.", dns.TypeA, 2}, {"a\\\\b.wild.test.", dns.TypeA, 2},
+		{"a*b.wild.test.", dns.TypeA, 2}, {"*.wild.test.", dns.TypeA, 2}, {"a\\255.wild.test.", dns.TypeA, 2},
+		{"a@b.wild.test.", dns.TypeA, 2}, {"a/b.wild.test.", dns.TypeA, 2}, {"a:b.wild.test.", dns.TypeA, 2},
+		{"-a.wild.test.", dns.TypeA, 2}, {"a-.wild.test.", dns.TypeA, 2}, {"-.wild.test.", dns.TypeA, 2},
+		{"xn--bcher-kva.wild.test.", dns.TypeA, 2}, {"XN--a.wild.test.", dns.TypeA, 2}, {"b.xn--a.wild.test.", dns.TypeA, 2},
+		{"Xn--Bcher-KVA.test.", dns.TypeA, 1}, // the entry's own A-label, validated with the entry
+		{"xn--bcher-kva.test.", dns.TypeTXT, 2},
 	} {
 		ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, upstream, 40000, 53, query(c.name, c.qtype))})
 		if err != nil {

@@ -177,3 +177,67 @@ func waitSaw(s *world.DNSServer, substr string) bool {
 	}
 	return false
 }
+
+// TestKDNSOddLabelLeak: a label under an allowed wildcard that holds a
+// byte the resolver path refuses (a '.', a NUL, a space, a backslash, a
+// byte above 127) or starts or ends with '-' was forwarded verbatim by the
+// kernel path; an upstream that flattens names to text reads
+// "x.denied.test" in one label as a name in another zone. The resolver
+// refuses such names, so the kernel must hand them to it.
+func TestKDNSOddLabelLeak(t *testing.T) {
+	f := newFixture(t)
+	probe := world.BuildProbe(t)
+	odd := []struct {
+		what  string
+		label func(string) string
+	}{
+		{"a dot", func(l string) string { return l + ".denied.test" }},
+		{"a NUL", func(l string) string { return l + "\x00denied" }},
+		{"a space", func(l string) string { return l + " x" }},
+		{"a backslash", func(l string) string { return l + `\` }},
+		{"a byte above 127", func(l string) string { return l + "\xff" }},
+		{"a leading '-'", func(l string) string { return "-" + l }},
+		{"a trailing '-'", func(l string) string { return l + "-" }},
+	}
+	args := func(label string) []string {
+		return []string{"-timeout", "1s", "dns-raw", authV4.String(), "53", "plain", hex.EncodeToString(wireQuery(0x7373, label, "wild", "test"))}
+	}
+	for _, o := range odd {
+		l := shortLabel()
+		if r := f.w.RunProbe(t, nil, args(o.label(l))...); !r.OK {
+			t.Fatalf("%s unconfined: the probe could not send: %s", o.what, r)
+		}
+		if !waitSaw(f.auth, l) {
+			t.Fatalf("%s unconfined: the world never logged %s: the attack proves nothing", o.what, l)
+		}
+	}
+
+	var script, labels []string
+	for _, o := range odd {
+		l := shortLabel()
+		labels = append(labels, l)
+		script = append(script, probe+" "+strings.Join(args(o.label(l)), " "))
+	}
+	// Positive controls: '_' and '-' inside a label are host-name bytes,
+	// and an allowed name is answered.
+	script = append(script, probe+" "+strings.Join(args("Ok_x-9"), " "))
+	script = append(script, fmt.Sprintf("%s dns %s 53 A.Wild.Test A udp", probe, authV4))
+	out, _, _ := f.run(t, append([]string{"--allow", "*.wild.test"}, leakPathFlags()...), "sh", "-c", strings.Join(script, "; "))
+	rs := results(t, out)
+	if len(rs) != len(script) {
+		t.Fatalf("want %d results, got %d:\n%s", len(script), len(rs), out)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for i, o := range odd {
+		if f.auth.Saw(labels[i]) {
+			t.Errorf("%s confined: the world's server logged %s: a name the resolver refuses left the machine", o.what, labels[i])
+		}
+		if rs[i].Rcode != "REFUSED" {
+			t.Errorf("%s confined: want REFUSED, as the resolver answers, got %s", o.what, rs[i])
+		}
+	}
+	if !f.auth.Saw("ok_x-9.wild.test.") {
+		t.Errorf("Ok_x-9.wild.test: '_' and '-' are host-name bytes, but the query never reached the upstream: %s", rs[len(odd)])
+	}
+	allowedAfter(t, f, rs[len(rs)-1], "A.Wild.Test.")
+}
