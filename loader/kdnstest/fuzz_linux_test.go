@@ -481,6 +481,53 @@ func TestKDNSJudges(t *testing.T) {
 		}
 	}
 
+	// Queries whose bytes the upstream could read otherwise than the
+	// judge: everything but the one question and a bare OPT goes to user
+	// space, which re-asks the name it judged.
+	plain := query("allowed.test.", dns.TypeA)
+	with := func(edit func(b []byte) []byte) []byte { return edit(append([]byte(nil), plain...)) }
+	opt := []byte{0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0}
+	for _, c := range []struct {
+		what string
+		msg  []byte
+		ret  uint32
+	}{
+		{"plain", plain, 1},
+		{"bare OPT", with(func(b []byte) []byte { b[11] = 1; return append(b, opt...) }), 1},
+		{"a trailing byte", append(append([]byte(nil), plain...), 0), 2},
+		{"a trailing query", append(append([]byte(nil), plain...), query("denied.test.", dns.TypeA)...), 2},
+		{"two questions", with(func(b []byte) []byte {
+			b[5] = 2
+			return append(b, 6, 'd', 'e', 'n', 'i', 'e', 'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1)
+		}), 2},
+		{"no question", with(func(b []byte) []byte { b[5] = 0; return b }), 2},
+		{"a compression pointer in the question", with(func(b []byte) []byte {
+			return append(b[:12:12], 7, 'a', 'l', 'l', 'o', 'w', 'e', 'd', 0xc0, 12+8, 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1)
+		}), 2},
+		{"an answer record", with(func(b []byte) []byte { b[7] = 1; return append(b, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0) }), 2},
+		{"an authority record", with(func(b []byte) []byte { b[9] = 1; return append(b, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0) }), 2},
+		{"an additional record other than OPT", with(func(b []byte) []byte { b[11] = 1; return append(b, 0, 0, 16, 0, 1, 0, 0, 0, 0, 0, 0) }), 2},
+		{"an OPT with options", with(func(b []byte) []byte {
+			b[11] = 1
+			o := append([]byte(nil), opt...)
+			o[10] = 4
+			return append(b, append(o, 0, 8, 0, 0)...)
+		}), 2},
+		{"two OPTs", with(func(b []byte) []byte { b[11] = 2; return append(append(b, opt...), opt...) }), 2},
+		{"a response", with(func(b []byte) []byte { b[2] |= 0x80; return b }), 2},
+		{"another opcode", with(func(b []byte) []byte { b[2] |= 0x10; return b }), 2},
+		{"class CH", with(func(b []byte) []byte { b[len(b)-1] = 3; return b }), 2},
+		{"cut short", plain[:len(plain)-1], 2},
+	} {
+		ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, upstream, 40000, 53, c.msg)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ret != c.ret {
+			t.Errorf("query with %s: verdict %d, want %d", c.what, ret, c.ret)
+		}
+	}
+
 	// Traffic of the socket with other peers is not this path's DNS:
 	// it passes both ways unjudged (the sock_addr hooks judged its peer).
 	other := netip.MustParseAddr("203.0.113.80")

@@ -241,3 +241,50 @@ func TestKDNSOddLabelLeak(t *testing.T) {
 	}
 	allowedAfter(t, f, rs[len(rs)-1], "A.Wild.Test.")
 }
+
+// TestKDNSCorkedQuery: a query written in two parts, with MSG_MORE or
+// under UDP_CORK, leaves as one datagram, and the egress program judges
+// that datagram whole, not the part written first: an allowed query split
+// so still reaches the upstream (on the kernel path spelled as sent: the
+// kernel passed it), and a query for an unlisted name split after its
+// first label (whose first part alone reads as nothing) never does.
+func TestKDNSCorkedQuery(t *testing.T) {
+	f := newFixture(t)
+	probe := world.BuildProbe(t)
+	args := func(how string, split int, q []byte) []string {
+		return []string{"-timeout", "1s", "dns-raw", authV4.String(), "53", fmt.Sprintf("%s:%d", how, split), hex.EncodeToString(q)}
+	}
+	hows := []string{"more", "cork"}
+	for _, how := range hows {
+		l := shortLabel()
+		if r := f.w.RunProbe(t, nil, args(how, 20, wireQuery(0x7474, l, "denied", "test"))...); !r.OK {
+			t.Fatalf("%s unconfined: the probe could not send: %s", how, r)
+		}
+		if !waitSaw(f.auth, l) {
+			t.Fatalf("%s unconfined: the world never logged %s: the parts did not make one query", how, l)
+		}
+	}
+	var script, labels []string
+	for _, how := range hows {
+		l := shortLabel()
+		labels = append(labels, l)
+		script = append(script, probe+" "+strings.Join(args(how, 20, wireQuery(0x7474, l, "denied", "test")), " "))
+	}
+	// One spelling per way, so that each positive control is seen apart.
+	allowed := []string{"A.Wild.Test.", "a.WILD.test."}
+	for i, how := range hows {
+		script = append(script, probe+" "+strings.Join(args(how, 20, wireQuery(0x7575, strings.Split(strings.TrimSuffix(allowed[i], "."), ".")...)), " "))
+	}
+	out, _, _ := f.run(t, append([]string{"--allow", "*.wild.test"}, leakPathFlags()...), "sh", "-c", strings.Join(script, "; "))
+	rs := results(t, out)
+	if len(rs) != len(script) {
+		t.Fatalf("want %d results, got %d:\n%s", len(script), len(rs), out)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for i, how := range hows {
+		if f.auth.Saw(labels[i]) {
+			t.Errorf("%s confined: the world's server logged %s: an unlisted name left the machine", how, labels[i])
+		}
+		allowedAfter(t, f, rs[len(hows)+i], allowed[i])
+	}
+}
