@@ -9,10 +9,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/sluice-dev/sluice/tests/world"
 )
@@ -286,5 +289,63 @@ func TestKDNSCorkedQuery(t *testing.T) {
 			t.Errorf("%s confined: the world's server logged %s: an unlisted name left the machine", how, labels[i])
 		}
 		allowedAfter(t, f, rs[len(hows)+i], allowed[i])
+	}
+}
+
+// TestKDNSFragmentedQuery: a query larger than the path's MTU leaves as IP
+// fragments. The cgroup egress hook runs before the kernel fragments the
+// datagram, so it judges the whole query that the upstream reassembles: an
+// allowed long name still passes in the kernel, and an unlisted one is
+// never seen (its unconfined twin is, so the fragments did carry it).
+func TestKDNSFragmentedQuery(t *testing.T) {
+	f := newFixture(t)
+	probe := world.BuildProbe(t)
+	// The client's route to the upstream gets an MTU of 150 bytes: a
+	// query of about 230 bytes goes out as two fragments.
+	if err := f.w.InClient(func() error {
+		link, err := netlink.LinkByName(world.ClientIface)
+		if err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: &net.IPNet{IP: authV4.AsSlice(), Mask: net.CIDRMask(32, 32)},
+			Gw: net.IP(world.WorldV4.AsSlice()), MTU: 150})
+	}); err != nil {
+		t.Fatalf("route with a small MTU: %v", err)
+	}
+	long := func(first string) []string {
+		return []string{first, strings.Repeat("p", 63), strings.Repeat("q", 63), strings.Repeat("r", 60)}
+	}
+	args := func(labels ...string) []string {
+		return []string{"-timeout", "1s", "dns-raw", authV4.String(), "53", "plain", hex.EncodeToString(wireQuery(0x7676, labels...))}
+	}
+	twin := shortLabel()
+	if r := f.w.RunProbe(t, nil, args(append(long(twin), "denied", "test")...)...); !r.OK {
+		t.Fatalf("unconfined: the probe could not send: %s", r)
+	}
+	if !waitSaw(f.auth, twin) {
+		t.Fatalf("unconfined: the world never logged %s: the fragments did not make a query", twin)
+	}
+	// A non-first fragment carries no UDP header: the sniffer reads no port.
+	if !f.w.WaitArrival(world.All(world.To(authV4), world.Proto(17), func(p world.Packet) bool { return p.DstPort == 0 }), time.Second) {
+		t.Fatalf("unconfined: no fragment arrived: the query was not fragmented")
+	}
+	denied := shortLabel()
+	allowed := append(long("Frag"), "Wild", "Test")
+	script := []string{
+		probe + " " + strings.Join(args(append(long(denied), "denied", "test")...), " "),
+		probe + " " + strings.Join(args(allowed...), " "),
+	}
+	out, _, _ := f.run(t, append([]string{"--allow", "*.wild.test"}, leakPathFlags()...), "sh", "-c", strings.Join(script, "; "))
+	rs := results(t, out)
+	if len(rs) != len(script) {
+		t.Fatalf("want %d results, got %d:\n%s", len(script), len(rs), out)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if f.auth.Saw(denied) {
+		t.Errorf("confined: the world's server logged %s: an unlisted name left the machine in fragments", denied)
+	}
+	name := strings.Join(allowed, ".") + "."
+	if !f.auth.SawExactly(name) && !(leakPathFlags()[1] == "resolver" && f.auth.SawExactly(strings.ToLower(name))) {
+		t.Errorf("confined: the allowed long name did not reach the upstream (as sent, on the kernel path): %s", rs[1])
 	}
 }
