@@ -249,14 +249,59 @@ static __always_inline int kdns_is_upstream(const struct kdns_session *ks, const
 	       addr[3] == ks->up6[3] && port == ks->port6;
 }
 
+/* kdns_segmented reports an skb that the wire carries as several
+ * datagrams: the cgroup hooks run before UDP GSO splits a send with
+ * UDP_SEGMENT (egress) and after GRO coalesced datagrams for a socket with
+ * UDP_GRO (ingress), so the judge would read one message where the peer
+ * reads several, cut wherever the sender chose. Measured: a datagram that
+ * read as one query for a name under an allowed wildcard, cut into
+ * segments, carried a whole query for an unlisted name as its second.
+ *
+ * Such an skb of the path's DNS is never judged: egress drops it quietly,
+ * ingress drops it and hands its start to user space. It is not handed to
+ * user space on egress, which cannot tell where one query ends either
+ * (the segment size is not in the event); the client's queries are lost
+ * and retried, which costs nothing real: DNS clients do not batch queries
+ * with GSO. The check is here and not (only) in the setsockopt hook
+ * because UDP_SEGMENT also comes as a control message of one sendmsg,
+ * which no hook but this one sees; and refusing the socket option would
+ * break QUIC on every session socket, where GSO is common and harmless.
+ * An skb whose data fits one segment has no gso_size (one datagram), so
+ * the allowed path reads two fields and goes on. */
+static __always_inline int kdns_segmented(const struct __sk_buff *skb)
+{
+	return skb->gso_segs > 1 || skb->gso_size;
+}
+
 /* ---- egress: the query ---- */
 
 struct kdns_qparse {
 	struct kdns_qscratch *s;
 	__u32 len, pos, next, nlen;
+	__u32 first; /* where the current label's first byte is in the message */
+	__u32 xn;    /* offset in name of the first "xn--" label's length byte, or 256 */
 	int done, bad;
 };
 
+/* kdns_label_byte is the resolver's rule for a byte of a label (lower
+ * case): allowlist.NormalizeName, through which the resolver path sends
+ * every name it is asked, admits letters, digits, '-' and '_' only, so a
+ * label that holds a '.', a NUL, a space, a backslash or any other byte is
+ * refused there, and must not be forwarded verbatim here: an upstream that
+ * flattens names to text reads "a.b" in one label as two, and so another
+ * name than the one judged. */
+static __always_inline int kdns_label_byte(__u8 b)
+{
+	return (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') || b == '-' || b == '_';
+}
+
+/* kdns_qname_step reads one byte of the question's name into name (lower
+ * case). It holds every label to the resolver's rule (checkLabel in
+ * allowlist): the bytes of kdns_label_byte, no '-' first or last. A
+ * label that starts "xn--" must also be valid punycode there, which the
+ * kernel does not decode: it notes where the first such label is, and the
+ * query passes only if that label lies in the allowlist entry's own part of
+ * the name (validated when the entry was), else user space judges it. */
 static long kdns_qname_step(__u32 i, void *ctx)
 {
 	struct kdns_qparse *c = ctx;
@@ -282,10 +327,20 @@ static long kdns_qname_step(__u32 i, void *ctx)
 			return 1;
 		}
 		c->next = pos + 1 + b;
+		c->first = pos + 1;
 	} else {
 		s->is_label[kdns_ni(n)] = 0;
 		if (b >= 'A' && b <= 'Z')
 			b += 'a' - 'A';
+		if (!kdns_label_byte(b) || (b == '-' && (pos == c->first || pos + 1 == c->next))) {
+			c->bad = 1;
+			return 1;
+		}
+		/* The fourth byte of a label: n - 4 is its length byte. */
+		if (pos == c->first + 3 && b == '-' && c->xn == 256 && n >= 4 &&
+		    s->name[kdns_ni(n - 3)] == 'x' && s->name[kdns_ni(n - 2)] == 'n' &&
+		    s->name[kdns_ni(n - 1)] == '-')
+			c->xn = n - 4;
 	}
 	s->name[kdns_ni(n)] = b;
 	c->nlen = n + 1;
@@ -315,6 +370,7 @@ struct kdns_match {
 	__u64 session;
 	__u64 h;
 	__u32 nlen;
+	__u32 at; /* where the matched suffix starts in the name */
 	int found;
 	int private;
 };
@@ -345,6 +401,7 @@ static long kdns_match_step(__u32 i, void *ctx)
 	if (cmp.differ)
 		return 0;
 	c->found = 1;
+	c->at = j;
 	c->private = !!(v->flags & (j == 0 ? KDNS_NAME_EXACT_PRIVATE : KDNS_NAME_WILD_PRIVATE));
 	return 0;
 }
@@ -408,6 +465,8 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &session);
 	if (ks && !kdns_is_upstream(ks, l.dst, l.dport))
 		return KDNS_PASS;
+	if (kdns_segmented(skb))
+		return KDNS_DROP_QUIET;
 	if (l.len > KDNS_QPKT || l.len < 12)
 		return KDNS_DROP_QUIET;
 	__u32 len = l.len;
@@ -428,7 +487,7 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 	/* QR = 0, opcode QUERY, one question, nothing else but an OPT. */
 	if ((p[2] & 0xf8) || qd != 1 || an || ns || ar > 1)
 		goto punt;
-	struct kdns_qparse c = {.s = s, .len = len, .pos = 12, .next = 12};
+	struct kdns_qparse c = {.s = s, .len = len, .pos = 12, .next = 12, .xn = 256};
 	bpf_loop(256, kdns_qname_step, &c, 0);
 	if (!c.done || c.bad)
 		goto punt;
@@ -460,6 +519,8 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 		why = KDNS_WHY_NOT_LISTED;
 		goto punt;
 	}
+	if (c.xn < m.at) /* an A-label the entry did not bring: user space decodes it */
+		goto punt;
 	if (qtype != DNS_TYPE_A && qtype != DNS_TYPE_AAAA) {
 		why = KDNS_WHY_QTYPE;
 		goto punt;
@@ -830,23 +891,30 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 	if (!q || q->session != session || q->uport != l.sport || q->upstream[0] != l.src[0] ||
 	    q->upstream[1] != l.src[1] || q->upstream[2] != l.src[2] || q->upstream[3] != l.src[3])
 		return 0;
+	__u32 zero = 0;
+	struct kdns_ascratch *s = bpf_map_lookup_elem(&kdns_ascratch, &zero);
+	__u8 why = KDNS_WHY_RECORDS;
+	__u32 len = l.len;
+	/* Coalesced answers (GRO) are judged by nobody: user space injects
+	 * the answer itself; checked before a user space record, so that no
+	 * coalesced datagram rides through on one either. */
+	if (kdns_segmented(skb)) {
+		if (q->state != KDNS_Q_KERNEL || !s)
+			return 0;
+		why = KDNS_WHY_SEGMENTED;
+		goto punt_start;
+	}
 	if (q->state != KDNS_Q_KERNEL) {
 		/* Injected by user space, which judged and learned it. */
 		bpf_map_delete_elem(&kdns_queries, &k);
 		return 1;
 	}
-	__u32 zero = 0;
-	struct kdns_ascratch *s = bpf_map_lookup_elem(&kdns_ascratch, &zero);
 	if (!ks || !s)
 		return 0;
 
-	__u8 why = KDNS_WHY_RECORDS;
-	__u32 len = l.len;
 	if (len > KDNS_APKT) {
 		why = KDNS_WHY_TOO_BIG;
-		bpf_skb_load_bytes(skb, l.off, s->pkt, KDNS_MSG_MAX);
-		len = KDNS_MSG_MAX;
-		goto punt;
+		goto punt_start;
 	}
 	if (bpf_skb_load_bytes(skb, l.off, s->pkt, len & (KDNS_APKT - 1) ? len & (KDNS_APKT - 1) : KDNS_APKT))
 		return 0;
@@ -894,6 +962,11 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 	bpf_map_delete_elem(&kdns_queries, &k);
 	return 1;
 
+punt_start: /* user space needs only the header and the question */
+	len = len < KDNS_MSG_MAX ? len : KDNS_MSG_MAX;
+	len = len & (KDNS_MSG_MAX - 1) ? len & (KDNS_MSG_MAX - 1) : KDNS_MSG_MAX;
+	if (bpf_skb_load_bytes(skb, l.off, s->pkt, len))
+		return 0;
 punt:
 	q->state = KDNS_Q_USER;
 	kdns_report(&l, session, cookie, KDNS_EV_ANSWER, why, s->pkt, len, 0);

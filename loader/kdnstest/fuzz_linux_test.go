@@ -17,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
 )
 
@@ -46,7 +47,8 @@ var (
 )
 
 // load loads the test object once per process, its maps unpinned, with a
-// session that allows allowed.test and *.wild.test.
+// session that allows allowed.test, *.wild.test and xn--bcher-kva.test
+// (bücher.test).
 func load(t testing.TB) *kdnstestObjects {
 	if os.Geteuid() != 0 {
 		t.Skip("loading BPF programs needs root")
@@ -68,7 +70,7 @@ func load(t testing.TB) *kdnstestObjects {
 		if loadErr = objs.KdnsSessions.Put(uint64(testSession), &s); loadErr != nil {
 			return
 		}
-		for name, flags := range map[string]uint32{"allowed.test": 1, "wild.test": 2} {
+		for name, flags := range map[string]uint32{"allowed.test": 1, "wild.test": 2, "xn--bcher-kva.test": 1} {
 			w := wire(name)
 			k := kdnstestKdnsNameKey{Session: testSession, Hash: hash(w)}
 			v := kdnstestKdnsName{Flags: flags, Len: uint32(len(w))}
@@ -314,6 +316,12 @@ func FuzzKDNSQuery(f *testing.F) {
 		q("allowed.test.", dns.TypeTXT, false),
 		q("x.allowed.test.", dns.TypeA, false),
 		append(q("allowed.test.", dns.TypeA, false), 0),
+		q("a_b-c.wild.test.", dns.TypeA, false),
+		q("a\\.b.wild.test.", dns.TypeA, false),
+		q("a\\000b.wild.test.", dns.TypeA, false),
+		q("-a.wild.test.", dns.TypeA, false),
+		q("xn--bcher-kva.wild.test.", dns.TypeA, false),
+		q("xn--a.wild.test.", dns.TypeA, false),
 	} {
 		f.Add(s)
 	}
@@ -354,8 +362,15 @@ func FuzzKDNSQuery(f *testing.F) {
 		if qq.Qclass != dns.ClassINET || (qq.Qtype != dns.TypeA && qq.Qtype != dns.TypeAAAA) {
 			t.Fatalf("passed class %d type %d", qq.Qclass, qq.Qtype)
 		}
-		if name != "allowed.test." && !strings.HasSuffix(name, ".wild.test.") {
+		if name != "allowed.test." && name != "xn--bcher-kva.test." && !strings.HasSuffix(name, ".wild.test.") {
 			t.Fatalf("passed %q, which is not allowed", qq.Name)
+		}
+		// The resolver path's rule for a name (it refuses what
+		// NormalizeName rejects): miekg/dns escapes every byte that is
+		// not plain text ("\.", "\000"), so a label the kernel let
+		// through with such a byte fails here too.
+		if norm, err := allowlist.NormalizeName(qq.Name); err != nil || norm+"." != name {
+			t.Fatalf("passed %q, which the resolver refuses (%v) or reads as %q", qq.Name, err, norm)
 		}
 		if len(m.Extra) == 1 {
 			opt, ok := m.Extra[0].(*dns.OPT)
@@ -443,6 +458,19 @@ func TestKDNSJudges(t *testing.T) {
 		{"allowed.test.", dns.TypeA, 1}, {"ALLOWED.test.", dns.TypeAAAA, 1}, {"x.y.wild.test.", dns.TypeA, 1},
 		{"wild.test.", dns.TypeA, 2}, {"x.allowed.test.", dns.TypeA, 2}, {"denied.test.", dns.TypeA, 2},
 		{"allowed.test.", dns.TypeTXT, 2}, {"aallowed.test.", dns.TypeA, 2},
+		// Labels under an allowed wildcard, held to the resolver's rule
+		// (allowlist.NormalizeName): letters, digits, '-' and '_', no
+		// '-' first or last; an A-label goes to user space, which
+		// decodes it. miekg/dns reads "\." and "\DDD" as one byte.
+		{"A_b-9.wild.test.", dns.TypeA, 1}, {"x--y.wild.test.", dns.TypeA, 1}, {"xn.wild.test.", dns.TypeA, 1},
+		{"a\\.denied.test.wild.test.", dns.TypeA, 2}, {"a\\000b.wild.test.", dns.TypeA, 2},
+		{"\\000.wild.test.", dns.TypeA, 2}, {"a\\032b.wild.test.", dns.TypeA, 2}, {"a\\\\b.wild.test.", dns.TypeA, 2},
+		{"a*b.wild.test.", dns.TypeA, 2}, {"*.wild.test.", dns.TypeA, 2}, {"a\\255.wild.test.", dns.TypeA, 2},
+		{"a@b.wild.test.", dns.TypeA, 2}, {"a/b.wild.test.", dns.TypeA, 2}, {"a:b.wild.test.", dns.TypeA, 2},
+		{"-a.wild.test.", dns.TypeA, 2}, {"a-.wild.test.", dns.TypeA, 2}, {"-.wild.test.", dns.TypeA, 2},
+		{"xn--bcher-kva.wild.test.", dns.TypeA, 2}, {"XN--a.wild.test.", dns.TypeA, 2}, {"b.xn--a.wild.test.", dns.TypeA, 2},
+		{"Xn--Bcher-KVA.test.", dns.TypeA, 1}, // the entry's own A-label, validated with the entry
+		{"xn--bcher-kva.test.", dns.TypeTXT, 2},
 	} {
 		ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, upstream, 40000, 53, query(c.name, c.qtype))})
 		if err != nil {
@@ -450,6 +478,53 @@ func TestKDNSJudges(t *testing.T) {
 		}
 		if ret != c.ret {
 			t.Errorf("query %s type %d: verdict %d, want %d", c.name, c.qtype, ret, c.ret)
+		}
+	}
+
+	// Queries whose bytes the upstream could read otherwise than the
+	// judge: everything but the one question and a bare OPT goes to user
+	// space, which re-asks the name it judged.
+	plain := query("allowed.test.", dns.TypeA)
+	with := func(edit func(b []byte) []byte) []byte { return edit(append([]byte(nil), plain...)) }
+	opt := []byte{0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0}
+	for _, c := range []struct {
+		what string
+		msg  []byte
+		ret  uint32
+	}{
+		{"plain", plain, 1},
+		{"bare OPT", with(func(b []byte) []byte { b[11] = 1; return append(b, opt...) }), 1},
+		{"a trailing byte", append(append([]byte(nil), plain...), 0), 2},
+		{"a trailing query", append(append([]byte(nil), plain...), query("denied.test.", dns.TypeA)...), 2},
+		{"two questions", with(func(b []byte) []byte {
+			b[5] = 2
+			return append(b, 6, 'd', 'e', 'n', 'i', 'e', 'd', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1)
+		}), 2},
+		{"no question", with(func(b []byte) []byte { b[5] = 0; return b }), 2},
+		{"a compression pointer in the question", with(func(b []byte) []byte {
+			return append(b[:12:12], 7, 'a', 'l', 'l', 'o', 'w', 'e', 'd', 0xc0, 12+8, 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1)
+		}), 2},
+		{"an answer record", with(func(b []byte) []byte { b[7] = 1; return append(b, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0) }), 2},
+		{"an authority record", with(func(b []byte) []byte { b[9] = 1; return append(b, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0) }), 2},
+		{"an additional record other than OPT", with(func(b []byte) []byte { b[11] = 1; return append(b, 0, 0, 16, 0, 1, 0, 0, 0, 0, 0, 0) }), 2},
+		{"an OPT with options", with(func(b []byte) []byte {
+			b[11] = 1
+			o := append([]byte(nil), opt...)
+			o[10] = 4
+			return append(b, append(o, 0, 8, 0, 0)...)
+		}), 2},
+		{"two OPTs", with(func(b []byte) []byte { b[11] = 2; return append(append(b, opt...), opt...) }), 2},
+		{"a response", with(func(b []byte) []byte { b[2] |= 0x80; return b }), 2},
+		{"another opcode", with(func(b []byte) []byte { b[2] |= 0x10; return b }), 2},
+		{"class CH", with(func(b []byte) []byte { b[len(b)-1] = 3; return b }), 2},
+		{"cut short", plain[:len(plain)-1], 2},
+	} {
+		ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, upstream, 40000, 53, c.msg)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ret != c.ret {
+			t.Errorf("query with %s: verdict %d, want %d", c.what, ret, c.ret)
 		}
 	}
 
@@ -467,5 +542,88 @@ func TestKDNSJudges(t *testing.T) {
 	}
 	if ret, err := o.KdnsTestIngress.Run(&ebpf.RunOptions{Data: packet(upstream, client, 53, 40000, []byte("short"))}); err != nil || ret != 0 {
 		t.Errorf("ingress of garbage from the upstream: verdict %d (%v), want 0", ret, err)
+	}
+}
+
+// skbContext is a struct __sk_buff for BPF_PROG_TEST_RUN with only the
+// GSO fields set (the kernel takes no others but a few it ignores here):
+// 192 bytes, gso_segs at 164, gso_size at 176.
+func skbContext(segs, size uint32) []byte {
+	c := make([]byte, 192)
+	binary.NativeEndian.PutUint32(c[164:], segs)
+	binary.NativeEndian.PutUint32(c[176:], size)
+	return c
+}
+
+// TestKDNSSegmented: an skb that the wire carries as several datagrams (a
+// UDP GSO send, coalesced GRO answers) is never judged as one message:
+// egress drops an allowed query that comes segmented, ingress drops a
+// segmented answer and learns nothing, whether the record says the kernel
+// or user space answers it. The same bytes unsegmented pass, so the
+// verdicts come from the segmentation alone.
+func TestKDNSSegmented(t *testing.T) {
+	o := load(t)
+	m := new(dns.Msg)
+	m.SetQuestion("allowed.test.", dns.TypeA)
+	m.Id = 0x4444
+	query, _ := m.Pack()
+	key := kdnstestKdnsQueryKey{Id: 0x4444}
+	for _, c := range []struct {
+		what      string
+		segs, gso uint32
+		want      uint32
+	}{{"one datagram", 0, 0, 1}, {"gso_size only", 0, 20, 2}, {"two segments", 2, 20, 2}} {
+		_ = o.KdnsQueries.Delete(&key)
+		ret, err := o.KdnsTestEgress.Run(&ebpf.RunOptions{Data: packet(client, upstream, 40000, 53, query), Context: skbContext(c.segs, c.gso)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ret != c.want {
+			t.Errorf("egress, %s: verdict %d, want %d", c.what, ret, c.want)
+		}
+		var rec kdnstestKdnsQuery
+		if err := o.KdnsQueries.Lookup(&key, &rec); c.want != 1 && err == nil && rec.State == 1 {
+			t.Errorf("egress, %s: a kernel record for a segmented query", c.what)
+		}
+	}
+
+	msg := answer(t, "allowed.test.", dns.TypeA, []string{"allowed.test. 300 IN A 203.0.113.5"}, nil, false)
+	for _, c := range []struct {
+		what      string
+		state     uint8
+		segs, gso uint32
+		want      uint32
+		learn     int
+	}{
+		{"one datagram", 1, 0, 0, 1, 1},
+		{"coalesced", 1, 2, 40, 0, 0},
+		{"coalesced, user space record", 2, 2, 40, 0, 0},
+		{"one datagram, user space record", 2, 0, 0, 1, 0},
+	} {
+		clearLearned(t, o)
+		rec := kdnstestKdnsQuery{Session: testSession, Uport: htons(53), State: c.state, Qtype: dns.TypeA}
+		mapped := netip.AddrFrom16(upstream.As16()).As16()
+		mapped[10], mapped[11] = 0xff, 0xff
+		copy(mapped[12:], upstream.AsSlice())
+		for i := range 10 {
+			mapped[i] = 0
+		}
+		for i := range rec.Upstream {
+			rec.Upstream[i] = binary.NativeEndian.Uint32(mapped[i*4:])
+		}
+		w := wire("allowed.test")
+		rec.NameLen = uint16(len(w))
+		copy(rec.Name[:], w)
+		k := kdnstestKdnsQueryKey{Id: 0x1234}
+		if err := o.KdnsQueries.Put(&k, &rec); err != nil {
+			t.Fatal(err)
+		}
+		ret, err := o.KdnsTestIngress.Run(&ebpf.RunOptions{Data: packet(upstream, client, 53, 40000, msg), Context: skbContext(c.segs, c.gso)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := learned(t, o); ret != c.want || len(got) != c.learn {
+			t.Errorf("ingress, %s: verdict %d, learned %v; want %d and %d addresses", c.what, ret, got, c.want, c.learn)
+		}
 	}
 }

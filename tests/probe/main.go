@@ -45,6 +45,9 @@
 //	dns SERVER PORT NAME TYPE MODE    one DNS query (MODE udp = connected UDP socket like dig,
 //	                            udp-unconnected = sendto/recvfrom, tcp); reports rcode,
 //	                            answers, and the reply's source (recvfrom / getpeername)
+//	dns-raw SERVER PORT HOW HEX one UDP send of the bytes HEX (HOW: plain, gso-sockopt:N,
+//	                            gso-cmsg:N, more:N, cork:N; see dnsraw.go); reports the
+//	                            first reply's rcode, if any
 //	resolve NAME                the Go resolver (reads /etc/resolv.conf), reports addresses
 //	resolve-tcp NAME PORT       resolve NAME, then TCP-connect to its first address
 //	proxy-connect HOST PORT     HTTP CONNECT to HOST:PORT through $HTTPS_PROXY, read the greeting
@@ -127,6 +130,7 @@ func init() {
 		"daemonize":     {"OUTFILE ACTION ARGS...", -1, runDaemonize},
 		"escape-cgroup": {"ACTION ARGS...", -1, runEscapeCgroup},
 		"dns":           {"SERVER PORT NAME TYPE udp|udp-unconnected|tcp", 5, runDNS},
+		"dns-raw":       {"SERVER PORT HOW HEX", 4, runDNSRaw},
 		"resolve":       {"NAME", 1, runResolve},
 		"resolve-tcp":   {"NAME PORT", 2, runResolveTCP},
 		"proxy-connect": {"HOST PORT", 2, runProxyConnect},
