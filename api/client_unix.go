@@ -54,11 +54,19 @@ func NewClient(path string) *Client {
 }
 
 // Available reports whether a daemon answers on the socket.
-func (c *Client) Available(ctx context.Context) bool {
+func (c *Client) Available(ctx context.Context) bool { return c.Reach(ctx) == nil }
+
+// Reach says why no daemon answers on the socket, or nil when one does.
+// A socket the caller may not open (it is not in the daemon's group) is
+// an error wrapping os.ErrPermission that says so.
+func (c *Client) Reach(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_, err := c.Status(ctx)
-	return err == nil
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%s: permission denied: only root and members of the daemon's group may use it: %w", c.socket, os.ErrPermission)
+	}
+	return err
 }
 
 // apiError turns a non-2xx response into an error carrying its message.

@@ -5,6 +5,7 @@ package daemon
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/sluice-dev/sluice/allowlist"
 )
@@ -140,6 +141,24 @@ func sessionRequest(c caller, requested, machine, own *allowlist.Policy) (*allow
 		}
 	}
 	return requested, nil
+}
+
+// envSocketBounds is the rule for the built-in unix sockets that a new
+// session's environment chooses ($SSH_AUTH_SOCK, $GNUPGHOME's sockets:
+// enforcer.EnvUnixSockets). An unconfined caller's environment is its
+// user's own choice: no bound (nil). A confined caller's is not (a
+// confined step could set SSH_AUTH_SOCK=/var/run/docker.sock): its new
+// session gets at most what the caller's own session was given (own), for
+// each name the same path or nothing, never a new one.
+func envSocketBounds(c caller, own []string) *[]string {
+	if !c.confined {
+		return nil
+	}
+	b := slices.Clone(own)
+	if b == nil {
+		b = []string{}
+	}
+	return &b
 }
 
 // intersect is the part of requested that the machine allows; nil

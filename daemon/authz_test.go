@@ -252,3 +252,24 @@ func checkRefusal(t *testing.T, what string, c caller, err error, want string) {
 		t.Errorf("%+v %s = %v, want a 403 containing %q", c, what, err, want)
 	}
 }
+
+// An unconfined caller's environment chooses its session's $SSH_AUTH_SOCK;
+// a confined caller's is bounded by what its own session was given, and a
+// session given none bounds it to none (never "no bound").
+func TestEnvSocketBounds(t *testing.T) {
+	if b := envSocketBounds(caller{uid: 1000}, []string{"/x"}); b != nil {
+		t.Errorf("unconfined caller: bound %q, want none", *b)
+	}
+	own := []string{"/tmp/ssh-x/agent.1"}
+	b := envSocketBounds(caller{uid: 1000, confined: true, session: "agent"}, own)
+	if b == nil || !slices.Equal(*b, own) {
+		t.Fatalf("confined caller: bound %v, want %q", b, own)
+	}
+	own[0] = "/var/run/docker.sock"
+	if (*b)[0] != "/tmp/ssh-x/agent.1" {
+		t.Error("the bound shares the parent's slice")
+	}
+	if b := envSocketBounds(caller{uid: 1000, confined: true, session: "agent"}, nil); b == nil || len(*b) != 0 {
+		t.Errorf("confined caller whose session was given none: bound %v, want an empty one", b)
+	}
+}

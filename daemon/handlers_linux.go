@@ -212,9 +212,10 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 		}
 	}
 	var ownPolicy *allowlist.Policy
+	var ownSockets []string
 	parent := ""
 	if own != nil {
-		ownPolicy, parent = own.s.Policy(), own.info.Name
+		ownPolicy, parent, ownSockets = own.s.Policy(), own.info.Name, own.givenEnvSockets()
 	}
 	requested, err := sessionRequest(who, requested, machine, ownPolicy)
 	if err != nil {
@@ -285,7 +286,8 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	// unit's sandbox.
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
-		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS, ReadOnly: readOnly}}
+		Sandbox:          enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS, ReadOnly: readOnly},
+		EnvSocketsWithin: envSocketBounds(who, ownSockets)}
 	if joined {
 		// Its resolver and proxy listen in the caller's network namespace
 		// (netns above), where the command's loopback is.
@@ -320,6 +322,9 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	}
 	ss.cmd = cmd
 	ss.info.PID = cmd.Process.Pid
+	ss.mu.Lock()
+	ss.envSockets = es.EnvUnixSockets()
+	ss.mu.Unlock()
 	s.sandboxStarted(cmd.Process.Pid, ss.info.Name)
 	ss.info.Hidden = hid
 	_ = ss.save() // with the pid, for the next daemon's signals

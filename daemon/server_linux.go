@@ -21,6 +21,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
@@ -34,14 +35,17 @@ import (
 
 // Config configures the daemon. Empty fields take the defaults.
 type Config struct {
-	AllowlistPath string   // default /etc/sluice/network_allowlist.json
-	SocketPath    string   // default /run/sluice/sluice.sock
-	StateDir      string   // default /run/sluice
-	Upstreams     []string // default: the host's resolv.conf
-	AuditLog      string   // "" = no file (events still stream)
-	MetricsAddr   string   // "" = off; must be a loopback address
-	SessionGroup  string   // members may create sessions (default "sluice", ignored if absent)
-	AdminGroup    string   // members may change the machine allowlist ("" = root only)
+	AllowlistPath string // default /etc/sluice/network_allowlist.json
+	SocketPath    string // default /run/sluice/sluice.sock
+	// SocketMode is the API socket's mode; 0: 0660 with the session
+	// group as its group when that group exists, else 0600 (socket_linux.go).
+	SocketMode   os.FileMode
+	StateDir     string   // default /run/sluice
+	Upstreams    []string // default: the host's resolv.conf
+	AuditLog     string   // "" = no file (events still stream)
+	MetricsAddr  string   // "" = off; must be a loopback address
+	SessionGroup string   // members may create sessions (default "sluice", ignored if absent)
+	AdminGroup   string   // members may change the machine allowlist ("" = root only)
 	// ContainerCallers are the callers in other namespaces (a container
 	// with the socket bind-mounted) whose sessions run in their own
 	// namespaces: rules uid:N, gid:N, cgroup:GLOB (package callerns).
@@ -107,6 +111,7 @@ type Server struct {
 
 	api, metricsSrv *http.Server
 	ln              net.Listener
+	sockStat        unix.Stat_t // the API socket listenAPI made
 	fileStamp       fileStamp
 }
 
@@ -131,6 +136,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, hub: newHub(), refusals: audit.NewLimiter(), orphans: map[string]*audit.Limiter{}, sessions: map[string]*session{}, stop: make(chan struct{}), flushed: make(chan struct{}, 1)}
 	s.sessionGID, s.hasSessionGID = lookupGroup(cfg.SessionGroup)
 	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
+	if cfg.SocketMode != 0 {
+		if err := CheckSocketMode(cfg.SocketMode); err != nil {
+			return nil, fmt.Errorf("--socket-mode: %w", err)
+		}
+	}
+	if mode, _ := socketPerm(cfg.SocketMode, s.sessionGID, s.hasSessionGID); s.hasAdmGID && s.adminGID != s.sessionGID && mode&0o006 == 0 {
+		s.logf("note: the API socket is mode %#o for group %q: members of the admin group %q outside it cannot connect (add them to %q, or pass --socket-mode 0666)", uint32(mode), cfg.SessionGroup, cfg.AdminGroup, cfg.SessionGroup)
+	}
 	rules, rerr := callerns.ParseRules(cfg.ContainerCallers)
 	if rerr != nil {
 		return nil, rerr
@@ -200,18 +213,17 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(s.cfg.SocketPath), 0o755); err != nil {
 		return fmt.Errorf("create socket directory: %w", err)
 	}
-	_ = os.Remove(s.cfg.SocketPath)
-	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.cfg.SocketPath, Net: "unix"})
+	// Who may connect at all (socket_linux.go); what a caller may do is
+	// decided per request from its credentials.
+	mode, gid := socketPerm(s.cfg.SocketMode, s.sessionGID, s.hasSessionGID)
+	if w := socketDirWarning(s.cfg.SocketPath); w != "" {
+		s.logf("warning: %s", w)
+	}
+	ul, st, err := listenAPI(s.cfg.SocketPath, gid, mode)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.SocketPath, err)
+		return err
 	}
-	ul.SetUnlinkOnClose(true)
-	// Everyone may connect; what they may do is decided per request from
-	// their credentials.
-	if err := os.Chmod(s.cfg.SocketPath, 0o666); err != nil {
-		ul.Close()
-		return fmt.Errorf("chmod %s: %w", s.cfg.SocketPath, err)
-	}
+	s.sockStat = st
 	s.ln = listener{UnixListener: ul, limits: newConnLimits(maxConnsPerUID, maxConns)}
 	s.api = &http.Server{
 		Handler: s.guardFDs(s.routes()),
@@ -280,6 +292,7 @@ func (s *Server) Shutdown() error {
 	defer cancel()
 	if s.api != nil {
 		_ = s.api.Shutdown(ctx)
+		removeSocket(s.cfg.SocketPath, s.sockStat)
 	}
 	if s.metricsSrv != nil {
 		_ = s.metricsSrv.Shutdown(ctx)

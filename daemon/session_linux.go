@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,12 +43,18 @@ type session struct {
 	// adoption that could not serve it again, still the record's.
 	proxyPort uint16
 
-	mu      sync.Mutex
-	recent  []audit.Event
-	stream  chan audit.Event // the creating client's response stream
-	started chan struct{}    // closed once session_started is on record
-	done    chan struct{}
-	exit    int
+	mu sync.Mutex
+	// envSockets are the built-in unix sockets the command's environment
+	// chose and the session was given (enforcer.Session.EnvUnixSockets),
+	// kept on record: the bound of the sessions started from inside it.
+	// Until they are known (the command has just started), nil: a nested
+	// session started meanwhile gets none.
+	envSockets []string
+	recent     []audit.Event
+	stream     chan audit.Event // the creating client's response stream
+	started    chan struct{}    // closed once session_started is on record
+	done       chan struct{}
+	exit       int
 }
 
 // record is what survives a daemon crash, in the state directory.
@@ -67,9 +74,20 @@ type record struct {
 	DNSPort6  uint16           `json:"dns_port6"`
 	ProxyPort uint16           `json:"proxy_port,omitempty"` // named by the command's *_PROXY variables; served there again after a restart
 	Parent    string           `json:"parent,omitempty"`
+	// EnvSockets are the session's envSockets: without them on record, a
+	// re-adopted session's nested sessions get no $SSH_AUTH_SOCK at all
+	// (never one of their own choosing).
+	EnvSockets []string `json:"env_sockets,omitempty"`
 	// PID is the session's first process: since sessions have a
 	// supervisor (package exitstatus), the one a restarted daemon signals.
 	PID int `json:"pid,omitempty"`
+}
+
+// givenEnvSockets is envSockets, read under ss.mu.
+func (ss *session) givenEnvSockets() []string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return slices.Clone(ss.envSockets)
 }
 
 func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDir(), name+".json") }
@@ -77,7 +95,7 @@ func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDi
 func (ss *session) save() error {
 	p4, p6 := ss.s.DNSPorts()
 	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6,
-		ProxyPort: ss.proxyPort, Parent: ss.info.Parent, PID: ss.info.PID}
+		ProxyPort: ss.proxyPort, Parent: ss.info.Parent, PID: ss.info.PID, EnvSockets: ss.givenEnvSockets()}
 	if len(ss.info.Argv) > 0 {
 		r.Argv0 = ss.info.Argv[0]
 	}
@@ -301,7 +319,7 @@ func (s *Server) adoptAll() {
 }
 
 func (s *Server) adopt(r record) error {
-	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(), proxyPort: r.ProxyPort,
+	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(), proxyPort: r.ProxyPort, envSockets: r.EnvSockets,
 		info: api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)
@@ -318,7 +336,7 @@ func (s *Server) adopt(r record) error {
 	policy := intersect(ss.requested, s.machine.Load())
 	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss),
 		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent, Port: r.ProxyPort}, SharedEvents: true,
-		UnixSockets: []string{s.cfg.SocketPath}}, r.DNSPort4, r.DNSPort6)
+		UnixSockets: append([]string{s.cfg.SocketPath}, r.EnvSockets...)}, r.DNSPort4, r.DNSPort6)
 	if err != nil {
 		return err
 	}

@@ -194,6 +194,14 @@ type CommandSpec struct {
 	// Sandbox is what the command may touch besides the network; the
 	// zero value is every layer on.
 	Sandbox SandboxSpec
+	// EnvSocketsWithin, when not nil, bounds the built-in unix sockets
+	// that Env chooses (EnvUnixSockets: $SSH_AUTH_SOCK, $GNUPGHOME's):
+	// the session gets only those that are in it, exactly. A daemon sets
+	// it, for a caller inside one of its sessions, to what that session
+	// was given (Session.EnvUnixSockets), so that a nested session can
+	// never name a new socket as its agent. Nil: Env decides, as it does
+	// for a session its user starts from outside sluice.
+	EnvSocketsWithin *[]string
 }
 
 // validate refuses a spec that cannot describe a command, before anything

@@ -140,6 +140,9 @@ type Session struct {
 	// unixExtra are unix sockets allowed beside the policy (built-in
 	// list, API socket); unixNames every exact name in the datapath.
 	unixExtra, unixNames []string
+	// envSockets are the built-in names the command's environment chose
+	// and the session was given (EnvUnixSockets).
+	envSockets []string
 	// own caches the abstract names found to be the session's own
 	// (ResolveScoped).
 	own ownAbstract
@@ -292,7 +295,13 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find sluice's own binary: %w", err)
 	}
-	builtins := BuiltinUnixSockets(spec.User.UID, spec.Env)
+	envSockets, outside := WithinEnvSockets(EnvUnixSockets(spec.Env), spec.EnvSocketsWithin)
+	for _, n := range outside {
+		if spec.Sandbox.OnSocketDropped != nil {
+			spec.Sandbox.OnSocketDropped(n, "a session started from inside another one gets only the $SSH_AUTH_SOCK and $GNUPGHOME sockets its parent session was given")
+		}
+	}
+	builtins := append(fixedUnixSockets(spec.User.UID), envSockets...)
 	// The session's own sockets: a private directory only it can fill,
 	// given where the datapath judges unix sockets and the session cannot
 	// mount (a mount over the directory would redirect its names).
@@ -373,7 +382,26 @@ func (s *Session) Start(spec CommandSpec) (*exec.Cmd, error) {
 		}
 		return s.dropUnixExtra(dropped)
 	}
-	return startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
+	cmd, err := startCommand(sessionSpawner{s: s, prepare: prepare}, spec, self, s.Name(), s.ProxyEnv())
+	if err != nil {
+		return nil, err
+	}
+	// prepare has run: what was dropped is known.
+	s.mu.Lock()
+	s.envSockets = slices.DeleteFunc(slices.Clone(envSockets), func(n string) bool { return slices.Contains(dropped, n) })
+	s.mu.Unlock()
+	return cmd, nil
+}
+
+// EnvUnixSockets are the built-in unix sockets that the command's
+// environment chose (EnvUnixSockets) and that the session was given: the
+// bound of the sessions started from inside it (CommandSpec.EnvSocketsWithin).
+// Empty before Start, and for an adopted session (whose owner keeps the
+// list on record).
+func (s *Session) EnvUnixSockets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.envSockets)
 }
 
 // judgeAbstract sets FlagOwnAbstract on the session when its abstract unix

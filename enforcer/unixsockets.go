@@ -5,6 +5,7 @@ package enforcer
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -32,8 +33,20 @@ import (
 // spellings above are allowed: /dev/log is a symlink to the journal's
 // dev-log on systemd machines, and both names are listed. env is the
 // command's environment; uid its user.
+//
+// The names taken from env (EnvUnixSockets) are whatever the one who
+// starts the session says they are. That is the user's own choice for a
+// session it starts from outside sluice; a process inside a session that
+// starts another one must not pick them, or it could name any socket
+// (docker.sock) as its agent: see CommandSpec.EnvSocketsWithin.
 func BuiltinUnixSockets(uid uint32, env []string) []string {
-	names := []string{
+	return append(fixedUnixSockets(uid), EnvUnixSockets(env)...)
+}
+
+// fixedUnixSockets are the built-in names that do not depend on the
+// command's environment.
+func fixedUnixSockets(uid uint32) []string {
+	return []string{
 		"/dev/log",
 		"/run/systemd/journal/dev-log",
 		"/run/systemd/journal/socket",
@@ -41,6 +54,13 @@ func BuiltinUnixSockets(uid uint32, env []string) []string {
 		fmt.Sprintf("/run/user/%d/gnupg/S.gpg-agent", uid),
 		fmt.Sprintf("/run/user/%d/gnupg/S.gpg-agent.ssh", uid),
 	}
+}
+
+// EnvUnixSockets are the built-in names the environment env chooses:
+// $SSH_AUTH_SOCK when it is an absolute path, and gpg-agent's signing
+// sockets in $GNUPGHOME (BuiltinUnixSockets).
+func EnvUnixSockets(env []string) []string {
+	var names []string
 	if v := envValue(env, "SSH_AUTH_SOCK"); filepath.IsAbs(v) && len(v) < 108 {
 		names = append(names, v)
 	}
@@ -52,6 +72,24 @@ func BuiltinUnixSockets(uid uint32, env []string) []string {
 		}
 	}
 	return names
+}
+
+// WithinEnvSockets splits names (EnvUnixSockets of a command's
+// environment) into those within bounds, which the session gets, and the
+// others; nil bounds means no bound. A name is within bounds only when it
+// is one of them, exactly: never a new path.
+func WithinEnvSockets(names []string, bounds *[]string) (kept, refused []string) {
+	if bounds == nil {
+		return names, nil
+	}
+	for _, n := range names {
+		if slices.Contains(*bounds, n) {
+			kept = append(kept, n)
+		} else {
+			refused = append(refused, n)
+		}
+	}
+	return kept, refused
 }
 
 // QuietUnixSockets are name-service sockets that sessions may not reach

@@ -84,6 +84,26 @@
 // system, not the daemon's service sandbox, and looks up the user's home in
 // it.
 //
+// # Read-only paths
+//
+// A session may also keep paths as they are for whoever reads them after
+// it (a CI runner's downloaded actions, the tools a later step runs):
+// ReadOnly binds each onto itself and sets MOUNT_ATTR_RDONLY on it and on
+// every mount below it, and binds onto themselves the directories above
+// it that the user could rename, so the tree can neither be changed nor
+// moved aside for a writable one of the same name. mount_setattr rather
+// than MS_REMOUNT per mount: it changes the one flag atomically for the
+// whole tree and keeps nosuid, nodev and noexec without reading them back.
+// A refused write is EROFS and needs no explanation from the audit
+// records.
+//
+// Why a missing machine path is skipped where the user cannot create it
+// but refuses the session where it can, rather than always skip (the
+// session could create the path and plant what later readers trust) or
+// always refuse (a daemon's list serves callers whose views differ, a
+// container's among them, and one absent path would stop them all). A
+// session's own path that is missing is a mistake it is told of.
+//
 // # Unix socket names
 //
 // The datapath allows unix sockets by the name passed to connect(); the

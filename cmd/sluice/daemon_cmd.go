@@ -22,6 +22,7 @@ type daemonOptions struct {
 	adminGroup       string
 	containerCallers []string
 	readOnly         []string
+	socketMode       string
 	dnsTTLMin        time.Duration
 	dnsTTLMax        time.Duration
 	dnsGrace         time.Duration
@@ -51,6 +52,7 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f.StringVar(&o.sessionGroup, "group", "", "members of this group may create sessions (default sluice)")
 	f.StringArrayVar(&o.containerCallers, "container-caller", nil, "callers in other namespaces (a container with the socket bind-mounted) whose sessions run in their own namespaces: uid:N, gid:N or cgroup:GLOB (repeatable; default: the config's container_callers, else nobody)")
 	f.StringArrayVar(&o.readOnly, "read-only", nil, "make `PATH` (a directory or a file, and everything below it) read-only in every session's mount namespace; absolute and clean (repeatable; joins the config's read_only_paths; sessions may add more, never remove one)")
+	f.StringVar(&o.socketMode, "socket-mode", "", "the API socket's mode, octal (default: 0660, group --group, when that group exists; else 0600, root only); 0666 lets everyone connect (each request is still authorised by the caller's credentials)")
 	f.StringVar(&o.adminGroup, "admin-group", "", "members of this group may change the machine allowlist (default: root only)")
 	f.DurationVar(&o.dnsTTLMin, "dns-ttl-min", dnsresolver.DefaultMinTTL, "learn answers for at least this long")
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")

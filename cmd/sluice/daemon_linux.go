@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,8 @@ type fileConfig struct {
 	ContainerCallers []string `json:"container_callers"`
 	// ReadOnlyPaths, with --read-only: paths read-only in every session.
 	ReadOnlyPaths []string `json:"read_only_paths"`
+	// SocketMode, as --socket-mode: the API socket's mode, octal.
+	SocketMode string `json:"socket_mode"`
 }
 
 func loadFileConfig(path string, explicit bool) (fileConfig, error) {
@@ -53,6 +56,23 @@ func loadFileConfig(path string, explicit bool) (fileConfig, error) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil
+}
+
+// parseSocketMode reads --socket-mode: "" is the default rule (0), else
+// an octal mode daemon.CheckSocketMode accepts.
+func parseSocketMode(s string) (os.FileMode, error) {
+	if s == "" {
+		return 0, nil
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return 0, fmt.Errorf("--socket-mode %q: want an octal mode such as 0660", s)
+	}
+	mode := os.FileMode(m)
+	if err := daemon.CheckSocketMode(mode); err != nil {
+		return 0, fmt.Errorf("--socket-mode: %w", err)
+	}
+	return mode, nil
 }
 
 func pick(flag, file, def string) string {
@@ -92,12 +112,17 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if err != nil {
 		return fmt.Errorf("--dns-path: %w", err)
 	}
+	sockMode, err := parseSocketMode(pick(o.socketMode, fc.SocketMode, ""))
+	if err != nil {
+		return err
+	}
 	if cmd.Flags().Changed("container-caller") {
 		fc.ContainerCallers = o.containerCallers
 	}
 	cfg := daemon.Config{
 		AllowlistPath:    pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
 		SocketPath:       pick(socketFlag, fc.Socket, api.SocketPath("")),
+		SocketMode:       sockMode,
 		StateDir:         pick(o.stateDir, fc.StateDir, ""),
 		Upstreams:        ups,
 		AuditLog:         pick(o.auditLog, fc.AuditLog, "/var/log/sluice/audit.jsonl"),

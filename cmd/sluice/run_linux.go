@@ -36,14 +36,23 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 	// An explicit socket means "through the daemon": falling back to the
 	// embedded enforcer would silently apply another policy.
 	explicit := socketFlag != "" || os.Getenv(api.SocketEnv) != ""
+	var why []string
 	if o.mode == "" || o.mode == modeBPF {
-		if c := client(); c.Available(cmd.Context()) {
+		c := client()
+		err := c.Reach(cmd.Context())
+		switch {
+		case err == nil:
 			return runViaDaemon(cmd, c, o, policy, memMax, argv)
-		} else if explicit {
+		case explicit && errors.Is(err, os.ErrPermission):
+			return fail(fmt.Errorf("the sluice daemon's socket %v", err))
+		case explicit:
 			return fail(fmt.Errorf("no sluice daemon answers on %s", api.SocketPath(socketFlag)))
+		case errors.Is(err, os.ErrPermission):
+			// A daemon is there, but not for this user: say so rather
+			// than fall back in silence.
+			why = append(why, "the daemon's socket "+err.Error())
 		}
 	}
-	var why []string
 	if o.mode == "" || o.mode == modeBPF {
 		if os.Geteuid() == 0 {
 			return runBPF(cmd, o, policy, memMax, argv)

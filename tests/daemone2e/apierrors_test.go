@@ -74,7 +74,10 @@ func (f *fixture) rawAPI(t *testing.T, uid, gid uint32, method, path, body strin
 // for each row that a test can bring about, and the router's plain-text
 // errors.
 func TestAPIErrorStatusesAsDocumented(t *testing.T) {
-	f := newFixture(t, "203.0.113.10", "allowed.test")
+	// The socket lets everyone connect, so that the answers to callers
+	// outside every group (the outsider below) are the daemon's; by
+	// default the socket file refuses them (TestSocketOnlyForTheGroup).
+	f := newFixtureFlags(t, []string{"--socket-mode", "0666"}, "203.0.113.10", "allowed.test")
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

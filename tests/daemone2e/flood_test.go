@@ -55,14 +55,14 @@ func (f *fixture) openFDs(t *testing.T) int {
 	return len(ents)
 }
 
-// TestDescriptorFloodIsBounded: a user outside every sluice group can
+// TestDescriptorFloodIsBounded: every member of the daemon's group can
 // reach the API socket, as can a confined agent. Descriptors sent with
 // requests that do not take them are closed on arrival and the request
 // refused; a caller's connections are bounded, and idle or stalled ones
 // are closed; while one user floods, the next client is served.
 func TestDescriptorFloodIsBounded(t *testing.T) {
 	f := newFixture(t, "203.0.113.10")
-	const uid, gid = 65533, 65533 // in no sluice group
+	const uid, gid = 65533, 65534 // a member of the session group, not root
 	before := f.openFDs(t)
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -185,7 +185,7 @@ func TestDescriptorFloodIsBounded(t *testing.T) {
 		// Another user (this one is at its limit) sends the headers of a
 		// request with a body, and not all the body (the handler reads
 		// it: decode comes before any permission check).
-		err = asUser(65532, 65532, func() error {
+		err = asUser(65532, 65534, func() error {
 			c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: f.sock, Net: "unix"})
 			if err != nil {
 				return err
