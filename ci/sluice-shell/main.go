@@ -83,6 +83,12 @@ func run() int {
 	if cfg["mode"] == "audit" {
 		args = append(args, "--audit")
 	}
+	// confine=job: the step runs inside the runner worker's session, whose
+	// policy adds the runner's own endpoints; the step's session narrows
+	// it back to the job's allowlist.
+	if cfg["confine"] == "job" {
+		args = append(args, "--allowlist", filepath.Join(cfg["ctl"], "steps-allowlist.json"))
+	}
 	args = append(args, "--", "bash", "--noprofile", "--norc", "-eo", "pipefail", os.Args[1])
 	cmd := exec.Command(cfg["sluice"], args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
