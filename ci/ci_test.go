@@ -63,6 +63,7 @@ type runner struct {
 	actions string // the downloaded action: work/_actions/sluice-dev/sluice/v1
 	worker  string // the runner's Runner.Worker (a copy of bash)
 	sudoDir string // sudo, first in the runner user's PATH
+	sudoers string // while it exists, the runner's user has passwordless sudo
 }
 
 // job is one CI job on the runner: its temp directory and environment.
@@ -70,8 +71,9 @@ type job struct {
 	t     *testing.T
 	r     *runner
 	w     *world.World
-	dir   string // RUNNER_TEMP
-	ctl   string // the job's control directory (root's)
+	dir    string // RUNNER_TEMP
+	ctl    string // the job's control directory (root's)
+	worker *worker // the job's Runner.Worker, when it outlives its steps (confine=job)
 	env   []string
 	steps int
 }
@@ -83,6 +85,7 @@ func newRunner(t *testing.T) *runner {
 		"allowed.test.": {"A 203.0.113.10"},
 		"denied.test.":  {"A 203.0.113.20"},
 		"new.test.":     {"A 203.0.113.20"},
+		"runner.test.":  {"AAAA 2001:db8:2::10"},
 	}))
 	base, err := os.MkdirTemp("/tmp", "sluice-ci-test-")
 	if err != nil {
@@ -112,7 +115,12 @@ func newRunner(t *testing.T) *runner {
 	mustRun(t, "chown", "-R", atoiString(runnerUID)+":"+atoiString(runnerUID), r.home)
 	mustRun(t, "go", "build", "-o", filepath.Join(r.sudoDir, "sudo"), "../tests/fakesudo")
 	ctx, cancel := context.WithCancel(context.Background())
-	broker := w.ClientCmd(ctx, filepath.Join(r.sudoDir, "sudo"), "serve", filepath.Join(r.sudoDir, "sudo.sock"), atoiString(runnerUID))
+	r.sudoers = filepath.Join(r.sudoDir, "sudoers")
+	if err := os.WriteFile(r.sudoers, []byte(atoiString(runnerUID)+" ALL=(ALL) NOPASSWD:ALL\n"), 0o440); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	broker := w.ClientCmd(ctx, filepath.Join(r.sudoDir, "sudo"), "serve", filepath.Join(r.sudoDir, "sudo.sock"), atoiString(runnerUID), r.sudoers)
 	broker.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
 	broker.Stderr = os.Stderr
 	if err := broker.Start(); err != nil {
@@ -193,9 +201,108 @@ func (r *runner) asRunner(t *testing.T, env []string, dir string, argv ...string
 	return b.String(), code
 }
 
+// worker is a Runner.Worker that runs a whole job's steps, as GitHub's
+// does: one process, the parent of every step, so that a session it is
+// put into holds every later step.
+type worker struct {
+	cmd  *exec.Cmd
+	fifo *os.File
+	req  string
+	n    int
+}
+
+// startWorker starts the job's worker, as the runner's user in the
+// client namespace.
+func (r *runner) startWorker(t *testing.T) *worker {
+	t.Helper()
+	req, err := os.MkdirTemp(r.base, "worker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(req, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "chown", "-R", atoiString(runnerUID)+":"+atoiString(runnerUID), req)
+	loop := `exec 3<>"$1"
+while read -r id <&3; do
+	[ "$id" = exit ] && exit 0
+	bash "$2/$id.sh" >"$2/$id.out" 2>&1 </dev/null
+	echo $? >"$2/$id.code.tmp" && mv "$2/$id.code.tmp" "$2/$id.code"
+done`
+	c := r.w.ClientCmd(context.Background(), "setpriv", "--reuid", atoiString(runnerUID), "--regid", atoiString(runnerUID), "--clear-groups", "--",
+		r.worker, "-c", loop, "Runner.Worker", fifo, req)
+	c.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: c, fifo: f, req: req}
+	t.Cleanup(func() { w.stop() })
+	return w
+}
+
+// run has the worker run argv with env in dir and waits for its end.
+func (w *worker) run(t *testing.T, env []string, dir string, argv ...string) (string, int) {
+	t.Helper()
+	w.n++
+	id := "s" + atoiString(w.n)
+	script := "cd " + shq(dir) + " && exec env -i"
+	for _, kv := range env {
+		script += " " + shq(kv)
+	}
+	for _, a := range argv {
+		script += " " + shq(a)
+	}
+	if err := os.WriteFile(filepath.Join(w.req, id+".sh"), []byte(script+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.fifo.WriteString(id + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(w.req, id+".code")); err == nil {
+			out, _ := os.ReadFile(filepath.Join(w.req, id+".out"))
+			return string(out), atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v: no exit within 90 s", argv)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends the worker, as the runner's worker ends with its job.
+func (w *worker) stop() {
+	if w.cmd.Process == nil || w.cmd.ProcessState != nil {
+		return
+	}
+	_, _ = w.fifo.WriteString("exit\n")
+	done := make(chan struct{})
+	go func() { _ = w.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = w.cmd.Process.Kill()
+		<-done
+	}
+	w.fifo.Close()
+}
+
 // startJob runs the action's setup step (ci/github/setup.sh) with inputs,
 // as the runner's user, who has sudo.
 func (r *runner) startJob(t *testing.T, name string, inputs ...string) *job {
+	t.Helper()
+	return r.startJobIn(t, nil, name, inputs...)
+}
+
+// startJobIn is startJob with the job's steps run by w (nil: a worker
+// per step).
+func (r *runner) startJobIn(t *testing.T, w *worker, name string, inputs ...string) *job {
 	t.Helper()
 	dir := filepath.Join(r.work, "_temp")
 	_ = os.RemoveAll(dir)
@@ -209,14 +316,14 @@ func (r *runner) startJob(t *testing.T, name string, inputs ...string) *job {
 	}
 	mustRun(t, "chown", "-R", atoiString(runnerUID)+":"+atoiString(runnerUID), dir)
 	state := "/run/" + instance + "-" + name
-	j := &job{t: t, r: r, w: r.w, dir: dir, ctl: state + "-ci"}
+	j := &job{t: t, r: r, w: r.w, dir: dir, ctl: state + "-ci", worker: w}
 	j.env = append([]string{"PATH=" + r.sudoDir + ":" + filepath.Join(r.prefix, "bin") + ":" + os.Getenv("PATH"),
 		"HOME=" + r.home, "SLUICE_INSTANCE=" + instance, "SLUICE_CI_PREFIX=" + r.prefix,
 		"RUNNER_TEMP=" + dir, "RUNNER_WORKSPACE=" + filepath.Join(r.work, "repo"),
 		"GITHUB_WORKSPACE=" + filepath.Join(r.work, "repo", "repo"), "GITHUB_EVENT_PATH=" + event,
 		"RUNNER_TOOL_CACHE=" + filepath.Join(r.work, "_tool"), "GITHUB_ACTION_PATH=" + r.actions,
 		"SLUICE_CI_GROUP=" + atoiString(runnerUID), "SLUICE_CI_DAEMON_FLAGS=--dns-upstream " + dnsAddr,
-		"SLUICE_CI_STATE_DIR=" + state, "SLUICE_CI_CTL_DIR=" + j.ctl}, inputs...)
+		"SLUICE_CI_STATE_DIR=" + state, "SLUICE_CI_CTL_DIR=" + j.ctl, "SLUICE_CI_SUDOERS=" + r.sudoers}, inputs...)
 	t.Cleanup(func() {
 		// finish stops the daemon; a failed test may not have got there.
 		if b, err := os.ReadFile(filepath.Join(j.ctl, "daemon.pid")); err == nil {
@@ -264,7 +371,13 @@ func (j *job) run(id string, argv ...string) (string, int, string) {
 	for v, p := range files {
 		env = append(env, v+"="+p)
 	}
-	out, code := j.r.asRunner(t, env, filepath.Join(j.r.work, "repo", "repo"), argv...)
+	var out string
+	var code int
+	if j.worker != nil {
+		out, code = j.worker.run(t, env, filepath.Join(j.r.work, "repo", "repo"), argv...)
+	} else {
+		out, code = j.r.asRunner(t, env, filepath.Join(j.r.work, "repo", "repo"), argv...)
+	}
 	sum, _ := os.ReadFile(files["GITHUB_STEP_SUMMARY"])
 	t.Logf("step %s: exit %d\n%s\nsummary:\n%s", id, code, out, sum)
 	if code == 125 {
@@ -782,4 +895,83 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// TestGitHubConfineJob is `confine: job`: after the setup step, every
+// later step is confined, not only `run:` steps: a step the worker starts
+// itself (a `uses:` or post step: here a bash step, as the finish
+// action's is) reaches only the job's allowlist and the runner's
+// endpoints, `sudo` fails in it, a `run:` step gets only the job's
+// allowlist, and the finish step leaves the worker confined for the post
+// steps after it. When the worker exits, sudo is back and the daemon
+// gone. The unconfined twin is the same worker's step before setup.
+func TestGitHubConfineJob(t *testing.T) {
+	r := newRunner(t)
+	allowedPort := r.w.ListenTCP(t, world.AllowedV4)
+	deniedPort := r.w.ListenTCP(t, world.DeniedV4)
+	runnerPort := r.w.ListenTCP(t, world.AllowedV6)
+	wk := r.startWorker(t)
+	denied := "(exec 3<>/dev/tcp/203.0.113.20/" + atoiString(int(deniedPort)) + ") && echo reached denied\n"
+	toRunner := "(exec 3<>/dev/tcp/runner.test/" + atoiString(int(runnerPort)) + ") && echo reached runner.test\n"
+
+	// The twin: before setup, a step of the worker reaches the denied host
+	// and sudo works.
+	pre := &job{t: t, r: r, w: r.w, dir: filepath.Join(r.work, "_temp"), worker: wk,
+		env: []string{"PATH=" + r.sudoDir + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + r.home}}
+	_ = os.MkdirAll(filepath.Join(pre.dir, "_runner_file_commands"), 0o755)
+	mustRun(t, "chown", "-R", atoiString(runnerUID)+":"+atoiString(runnerUID), pre.dir)
+	before := time.Now()
+	if out, _ := pre.plainStep("before", denied+"sudo -n true && echo SUDO-WORKED\n"); !strings.Contains(out, "reached denied") || !strings.Contains(out, "SUDO-WORKED") {
+		t.Fatalf("twin: before setup the worker's step did not reach the denied host or sudo failed:\n%s", out)
+	}
+	if !r.w.WaitArrival(world.All(world.Since(before), world.To(world.DeniedV4)), 2*time.Second) {
+		t.Fatal("twin: the world recorded nothing from the unconfined step")
+	}
+	r.w.WaitQuiet(world.To(world.DeniedV4), 300*time.Millisecond, 3*time.Second)
+
+	j := r.startJobIn(t, wk, "job", "INPUT_MODE=block", "INPUT_ALLOWLIST=allowed.test", "INPUT_CONFINE=job", "INPUT_RUNNER_ENDPOINTS=runner.test")
+	start := time.Now()
+	// A step the worker runs itself (uses:, post): the job's allowlist and
+	// the runner's endpoints, nothing else, and no sudo.
+	out, _ := j.plainStep("uses_like", tcpTo("allowed.test", allowedPort)+"set +e\n"+toRunner+denied+
+		"sudo -n true && echo SUDO-WORKED\n")
+	if !strings.Contains(out, "reached allowed.test") || !strings.Contains(out, "reached runner.test") {
+		t.Errorf("a worker step under confine=job lost the job's allowlist or the runner's endpoints:\n%s", out)
+	}
+	for _, bad := range []string{"reached denied", "SUDO-WORKED"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("a worker step under confine=job: %s\n%s", bad, out)
+		}
+	}
+	// A run: step: the job's allowlist only.
+	out, _, _ = j.step(tcpTo("allowed.test", allowedPort) + "set +e\n" + toRunner + denied + "exit 0\n")
+	if !strings.Contains(out, "reached allowed.test") || strings.Contains(out, "reached runner.test") || strings.Contains(out, "reached denied") {
+		t.Errorf("a run: step under confine=job: want the job's allowlist only:\n%s", out)
+	}
+	// finish, then a post step: still confined.
+	sum := j.finish()
+	if !strings.Contains(sum, "block mode") || !strings.Contains(sum, "refused") {
+		t.Errorf("the job summary under confine=job:\n%s", sum)
+	}
+	if out, _ := j.plainStep("post", "set +e\n"+denied+"sudo -n true && echo SUDO-WORKED\nexit 0\n"); strings.Contains(out, "reached denied") || strings.Contains(out, "SUDO-WORKED") {
+		t.Errorf("a post step after finish under confine=job was not confined:\n%s", out)
+	}
+	r.w.AssertNothingArrived(t, world.All(world.Since(start), world.To(world.DeniedV4)), 300*time.Millisecond)
+
+	// The job ends: the worker exits, sudo comes back, the daemon goes.
+	daemonPID := atoi(readFile(t, filepath.Join(j.ctl, "daemon.pid")))
+	wk.stop()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, serr := os.Stat(r.sudoers)
+		_, derr := os.Stat("/proc/" + atoiString(daemonPID))
+		if serr == nil && derr != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(j.ctl, "daemon.log"))
+			t.Fatalf("20 s after the worker exited: sudoers back %v, daemon gone %v\n%s", serr == nil, derr != nil, log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -11,5 +11,7 @@ export SLUICE_CI_DIR=${SLUICE_CI_DIR:-${RUNNER_TEMP:?}/sluice}
 export SLUICE_CI_MODE=${INPUT_MODE:-block}
 export SLUICE_CI_ALLOWLIST=${INPUT_ALLOWLIST:-}
 export SLUICE_CI_LEARN=${INPUT_LEARN:-false}
+export SLUICE_CI_CONFINE=${INPUT_CONFINE:-steps}
+if [[ -n ${INPUT_RUNNER_ENDPOINTS:-} ]]; then export SLUICE_CI_RUNNER_ENDPOINTS=$INPUT_RUNNER_ENDPOINTS; fi
 env=$("$prefix/bin/sluice-ci" setup)
 printf '%s\nSLUICE=%s\n' "$env" "$SLUICE" >>"${GITHUB_ENV:?}"

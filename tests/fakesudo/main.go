@@ -7,7 +7,10 @@
 // SOCKET UID`) runs commands as root for one user, and the same binary,
 // installed as `sudo` early in that user's PATH, asks it to (`sudo [-n]
 // [--] COMMAND...`), handing over its standard descriptors, its working
-// directory and its cgroup, as a child of real sudo would have.
+// directory and its cgroup, as a child of real sudo would have. With a
+// third argument, SUDOERS, the broker grants sudo only while that file
+// exists, as a sudoers drop-in does (`sluice-ci` with confine=job moves it
+// aside for the job).
 //
 // It refuses what real (setuid) sudo cannot do: a caller with
 // no_new_privs set (every sluice session) gets sudo's own refusal, since
@@ -45,13 +48,19 @@ type reply struct {
 	Error string `json:"error,omitempty"`
 }
 
+// sudoers, when set, is the file whose existence grants sudo.
+var sudoers string
+
 const securePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 func main() {
 	if len(os.Args) >= 2 && os.Args[1] == "serve" {
-		if len(os.Args) != 4 {
-			fmt.Fprintln(os.Stderr, "usage: fakesudo serve SOCKET UID")
+		if len(os.Args) != 4 && len(os.Args) != 5 {
+			fmt.Fprintln(os.Stderr, "usage: fakesudo serve SOCKET UID [SUDOERS]")
 			os.Exit(2)
+		}
+		if len(os.Args) == 5 {
+			sudoers = os.Args[4]
 		}
 		if err := serve(os.Args[2], os.Args[3]); err != nil {
 			fmt.Fprintln(os.Stderr, "fakesudo:", err)
@@ -161,6 +170,9 @@ func run(c *net.UnixConn, uid int) reply {
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), "fd"+strconv.Itoa(i))
 		defer files[i].Close()
+	}
+	if _, err := os.Stat(sudoers); sudoers != "" && err != nil {
+		return reply{Code: 1, Error: "a password is required"}
 	}
 	if int(cred.Uid) != uid {
 		return reply{Code: 1, Error: fmt.Sprintf("uid %d is not in the sudoers file", cred.Uid)}
