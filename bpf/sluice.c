@@ -292,14 +292,47 @@ static __always_inline int judge_addr(struct verdict *v)
 
 #define LOOPBACK4 0x7f000001
 
+/* resolver_alive reports whether the session's resolver holds the UDP
+ * socket that redirect_dns would send this socket to (127.0.0.1 or ::1,
+ * in the socket's network namespace). The kernel closes a process's
+ * sockets as it dies, so the lookup sees a kill -9 at once and a
+ * restarted resolver as soon as it binds, with no expiry to wait out and
+ * nothing user space must keep refreshing. It costs one socket hash
+ * lookup per DNS connect/sendmsg of a failover session, never on other
+ * connects. */
+static __always_inline int resolver_alive(struct bpf_sock_addr *ctx, struct session *s, int v6, int mapped)
+{
+	struct bpf_sock_tuple t = {};
+	struct bpf_sock *sk;
+
+	if (!v6 || mapped || !s->dns_port6) {
+		/* A mapped or v6 socket without a ::1 resolver reaches the
+		 * IPv4 one (redirect_dns); the lookup follows it there. */
+		t.ipv4.daddr = bpf_htonl(LOOPBACK4);
+		t.ipv4.dport = s->dns_port4;
+		sk = bpf_sk_lookup_udp(ctx, &t, sizeof(t.ipv4), BPF_F_CURRENT_NETNS, 0);
+	} else {
+		t.ipv6.daddr[3] = bpf_htonl(1);
+		t.ipv6.dport = s->dns_port6;
+		sk = bpf_sk_lookup_udp(ctx, &t, sizeof(t.ipv6), BPF_F_CURRENT_NETNS, 0);
+	}
+	if (!sk)
+		return 0;
+	bpf_sk_release(sk);
+	return 1;
+}
+
 /* kdns_redirect points a UDP DNS socket of a session on the kernel path
  * at the session's upstream (see kdns.h). Returns 0 when the session has
- * none for this family: the socket goes to the session's resolver. */
-static __always_inline int kdns_redirect(struct bpf_sock_addr *ctx, __u64 cg, int v6, int mapped)
+ * none for this family, or when it is a failover session whose resolver
+ * is alive: the socket goes to the session's resolver. */
+static __always_inline int kdns_redirect(struct bpf_sock_addr *ctx, struct session *s, __u64 cg, int v6, int mapped)
 {
 	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &cg);
 
 	if (!ks || !(ks->flags & KDNS_ON))
+		return 0;
+	if ((ks->flags & KDNS_FAILOVER) && resolver_alive(ctx, s, v6, mapped))
 		return 0;
 	if (!v6) {
 		if (!ks->up4)
@@ -388,7 +421,7 @@ static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 i
 	__builtin_memcpy(o->ip, ip, 16);
 	o->port = bpf_htons(53);
 	o->pad = 0;
-	if (ctx->type == SOCK_DGRAM && kdns_redirect(ctx, cg, v6, mapped)) {
+	if (ctx->type == SOCK_DGRAM && kdns_redirect(ctx, s, cg, v6, mapped)) {
 		o->pad = 1;
 		return 1;
 	}

@@ -183,6 +183,9 @@ struct unix_event {
 
 /* kdns_session.flags */
 #define KDNS_ON 1 /* UDP DNS of the session goes to its upstream */
+/* ...only while the session's resolver has no UDP socket on its port
+ * (--dns-path auto): the kernel path is the resolver path's failover. */
+#define KDNS_FAILOVER 2
 
 /* A session's kernel DNS path, keyed by cgroup id. Addresses and ports in
  * network order; up4 == 0: no IPv4 upstream; up6 all zero: none. TTLs in

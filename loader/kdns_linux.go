@@ -290,6 +290,12 @@ type KDNSConfig struct {
 	MaxTTL    time.Duration
 	Grace     time.Duration
 	MaxIPs    int // per answer; 0: no cap
+	// Failover makes the kernel path the resolver path's failover
+	// (--dns-path auto): UDP DNS goes to the session's resolver while it
+	// holds its socket, and straight to the upstream while it does not
+	// (the owner is dead or restarting). The programs check at every DNS
+	// connect/sendmsg (bpf/sluice.c, resolver_alive).
+	Failover bool
 }
 
 // KDNSName is an allowed name as the kernel path matches it.
@@ -405,6 +411,9 @@ func (d *Datapath) SetKDNS(cgid uint64, cfg KDNSConfig, names []KDNSName) error 
 		MaxTtl: uint32(cfg.MaxTTL / time.Second),
 		Grace:  uint32(cfg.Grace / time.Second),
 		MaxIps: uint32(max(cfg.MaxIPs, 0)),
+	}
+	if cfg.Failover {
+		v.Flags |= 2
 	}
 	if cfg.Upstream4.IsValid() {
 		ip, port := addrPortBE(netip.AddrPortFrom(cfg.Upstream4.Addr().Unmap(), cfg.Upstream4.Port()))

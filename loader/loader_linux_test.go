@@ -539,7 +539,13 @@ func TestKDNSPerSession(t *testing.T) {
 	if err := f.dp.ClearKDNS(f.cgid); err != nil {
 		t.Fatal(err)
 	}
-	if got := effective(f.session); len(got) != 0 {
+	// The kernel frees an unpinned link from a work queue: its detachment
+	// is seen a moment after the unpin returns.
+	got := effective(f.session)
+	for deadline := time.Now().Add(2 * time.Second); len(got) != 0 && time.Now().Before(deadline); got = effective(f.session) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(got) != 0 {
 		t.Fatalf("ingress programs after ClearKDNS: %v, want none", got)
 	}
 	if err := f.dp.Verify(f.session); err != nil {
