@@ -116,4 +116,7 @@ type Status struct {
 	Sessions  int    `json:"sessions"`
 	Allowlist string `json:"allowlist"`
 	Entries   int    `json:"entries"`
+	// DNSPath is the DNS path of the daemon's sessions (auto, kernel or
+	// resolver), so that `sluice check` can say which is in force.
+	DNSPath string `json:"dns_path,omitempty"`
 }

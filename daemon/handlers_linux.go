@@ -119,7 +119,7 @@ func (s *Server) mayCreate(p peer) bool { return p.UID == 0 || p.in(s.sessionGID
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Status{Version: s.cfg.Version, Sessions: len(s.snapshot()),
-		Allowlist: s.cfg.AllowlistPath, Entries: s.machine.Load().Len()})
+		Allowlist: s.cfg.AllowlistPath, Entries: s.machine.Load().Len(), DNSPath: string(s.cfg.DNS.Path)})
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {

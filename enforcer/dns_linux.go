@@ -25,9 +25,9 @@ type DNSOptions struct {
 	// OnQuery receives each query's verdict (for the metrics).
 	OnQuery func(verdict string)
 	// Path is where UDP DNS goes: DNSPathResolver (the zero value's
-	// meaning) or DNSPathKernel. A session that cannot take the kernel
-	// path (no usable upstream) stays on the resolver's: KernelDNS says
-	// which, KernelDNSError why.
+	// meaning), DNSPathKernel or DNSPathAuto. A session that cannot take
+	// the kernel path (no usable upstream) stays on the resolver's, with
+	// no failover: KernelDNS says which, KernelDNSError why.
 	Path DNSPath
 
 	preferPort4, preferPort6 uint16 // Adopt: the ports the datapath already redirects to
@@ -90,7 +90,7 @@ func (s *Session) startResolver(opts Options) error {
 	if err := s.e.dp.SetSession(s.cg.ID(), s.cfg); err != nil {
 		return err
 	}
-	if d.Path == DNSPathKernel {
+	if d.Path == DNSPathKernel || d.Path == DNSPathAuto {
 		if err := s.startKDNS(opts, ups); err != nil {
 			s.kdnsErr = err
 		} else {

@@ -33,17 +33,24 @@ const (
 	// datapath judge queries and learn answers (bpf/kdns.h); the resolver
 	// answers what the kernel hands over, and TCP.
 	DNSPathKernel DNSPath = "kernel"
+	// DNSPathAuto is the resolver path with the kernel path as its
+	// automatic failover: UDP DNS goes to the session's resolver (and its
+	// cache) while the resolver holds its socket, and takes the kernel
+	// path while it does not (its owner is dead or restarting), so no
+	// lookup waits for a daemon. The kernel path's programs stay attached
+	// to the session for that: sessions pay their per-packet cost.
+	DNSPathAuto DNSPath = "auto"
 )
 
 // ParseDNSPath reads --dns-path.
 func ParseDNSPath(s string) (DNSPath, error) {
 	switch DNSPath(s) {
-	case DNSPathKernel, DNSPathResolver:
+	case DNSPathKernel, DNSPathResolver, DNSPathAuto:
 		return DNSPath(s), nil
 	case "":
 		return DNSPathResolver, nil
 	}
-	return "", fmt.Errorf("DNS path %q: want kernel or resolver", s)
+	return "", fmt.Errorf("DNS path %q: want auto, kernel or resolver", s)
 }
 
 // kdnsNames turns the policy's name entries into the kernel's table.
@@ -118,6 +125,7 @@ func (s *Session) startKDNS(opts Options, ups []string) error {
 		return err
 	}
 	cfg, ok := kdnsConfig(s.resolver, ups, opts.DNS)
+	cfg.Failover = opts.DNS.Path == DNSPathAuto
 	if !ok {
 		return errors.New("no IP upstream: the session's DNS stays on the resolver path")
 	}
@@ -150,8 +158,13 @@ func (s *Session) startKDNS(opts Options, ups []string) error {
 	return nil
 }
 
-// KernelDNS reports whether the session's UDP DNS takes the kernel path.
+// KernelDNS reports whether the session's UDP DNS takes the kernel path,
+// always or (DNSFailover) while its resolver is down.
 func (s *Session) KernelDNS() bool { return s.kdnsCfg != nil }
+
+// DNSFailover reports whether the session's UDP DNS takes the kernel path
+// only while its resolver is down (DNSPathAuto).
+func (s *Session) DNSFailover() bool { return s.kdnsCfg != nil && s.kdnsCfg.Failover }
 
 // kdnsServer answers what the kernel DNS path hands to user space, for
 // every session of this process.

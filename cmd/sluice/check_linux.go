@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -229,20 +230,37 @@ func placementCheck(mount string) checkResult {
 	return checkResult{name: "session cgroups", status: checkPass, detail: detail}
 }
 
-// dnsPathCheck says which DNS path bpf-mode sessions take by default here.
+// dnsPathCheck says which DNS path bpf-mode sessions take here: the
+// daemon's when one answers (its flag or config may differ from the
+// built-in default), else the one `sluice run` takes without a daemon.
 func dnsPathCheck(bpfMode string) checkResult {
-	var detail string
 	if strings.HasPrefix(bpfMode, "unavailable") {
-		detail = "none: bpf mode is unavailable (the session's proxy resolves)"
-	} else if err := loader.ProbeKDNS(); err != nil {
-		return checkResult{name: "DNS path", status: checkWarn, detail: "resolver: " + firstLineOf(err.Error()),
-			fix: "a kernel whose verifier runs bpf_loop callbacks (6.1 or later); DNS works on the resolver path meanwhile"}
-	} else if dnsPathDefault == "kernel" {
-		detail = "kernel: UDP DNS goes straight to the upstream, judged and learned by the datapath; the resolver answers the rest"
-	} else {
-		detail = "resolver: every query goes through the session's local resolver (--dns-path kernel: straight to the upstream, judged and learned by the datapath)"
+		return checkResult{name: "DNS path", status: checkPass, detail: "none: bpf mode is unavailable (the session's proxy resolves)"}
 	}
-	return checkResult{name: "DNS path", status: checkPass, detail: detail}
+	path, where := dnsPathDefault, "sessions of `sluice run` without a daemon"
+	if strings.Contains(bpfMode, "through the daemon") {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := client().Status(ctx)
+		cancel()
+		if err == nil && st.DNSPath != "" {
+			path, where = st.DNSPath, "the daemon's sessions"
+		}
+	}
+	if err := loader.ProbeKDNS(); err != nil {
+		return checkResult{name: "DNS path", status: checkWarn, detail: "resolver, for " + where + ": " + firstLineOf(err.Error()),
+			fix: "a kernel whose verifier runs bpf_loop callbacks (6.1 or later); DNS works on the resolver path meanwhile"}
+	}
+	var detail string
+	switch path {
+	case "kernel":
+		detail = "kernel: UDP DNS goes straight to the upstream, judged and learned by the datapath; the resolver answers the rest"
+	case "resolver":
+		detail = "resolver: every query goes through the session's local resolver; none resolves while it is down"
+	default:
+		detail = path + ": queries go through the session's local resolver (and its cache); while it is down (its daemon restarting), " +
+			"UDP DNS goes straight to the upstream, judged and learned by the datapath"
+	}
+	return checkResult{name: "DNS path", status: checkPass, detail: detail + " (in force for " + where + "; --dns-path auto|kernel|resolver)"}
 }
 
 func firstLineOf(s string) string {

@@ -58,10 +58,12 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
 	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
 	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
-	f.StringVar(&o.dnsPath, "dns-path", "", "where sessions' UDP DNS goes: kernel (straight to the upstream, judged and learned in the kernel) or resolver (the session's local resolver); default: the config's dns_path, else "+dnsPathDefault)
+	f.StringVar(&o.dnsPath, "dns-path", "", "where sessions' UDP DNS goes: auto (the session's resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the session's resolver); default: the config's dns_path, else "+dnsPathDefault)
 	return cmd
 }
 
 // dnsPathDefault is the DNS path when neither a flag nor the config names
-// one. The kernel path (bpf/kdns.h) is opt-in until it is the default.
-const dnsPathDefault = "resolver"
+// one: the resolver path (its cache) with the kernel path (bpf/kdns.h) as
+// its failover while the session's owner is down, so that a daemon
+// restart costs no lookup (docs/design.md, "Three DNS paths").
+const dnsPathDefault = "auto"

@@ -33,7 +33,7 @@ type fileConfig struct {
 	MetricsAddr  string   `json:"metrics_addr"`
 	Group        string   `json:"group"`
 	AdminGroup   string   `json:"admin_group"`
-	DNSPath      string   `json:"dns_path"` // kernel or resolver, as --dns-path
+	DNSPath      string   `json:"dns_path"` // auto, kernel or resolver, as --dns-path
 	// ContainerCallers, as --container-caller: callers in other
 	// namespaces whose sessions run in their own namespaces.
 	ContainerCallers []string `json:"container_callers"`

@@ -147,7 +147,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
 	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
 	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
-	f.StringVar(&o.dnsPath, "dns-path", "", "bpf mode without a daemon: where UDP DNS goes, kernel (straight to the upstream, judged and learned in the kernel) or resolver (sluice's local resolver); default "+dnsPathDefault+" (`sluice check` says)")
+	f.StringVar(&o.dnsPath, "dns-path", "", "bpf mode without a daemon: where UDP DNS goes, auto (sluice's local resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the local resolver); default "+dnsPathDefault+" (`sluice check` says)")
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")

@@ -130,7 +130,11 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		return fail(err)
 	}
 	if err := s.KernelDNSError(); err != nil {
-		fmt.Fprintf(stderr, "sluice: DNS takes the resolver path: %v\n", err)
+		if dnsPath == enforcer.DNSPathAuto {
+			fmt.Fprintf(stderr, "sluice: DNS takes the resolver path, with no kernel failover: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "sluice: DNS takes the resolver path: %v\n", err)
+		}
 	}
 	// Events can come only once the command runs, after this.
 	alog.session = s.Name()
