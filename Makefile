@@ -51,9 +51,10 @@ lint:
 unit:
 	$(GO) test -count=1 -p 1 -timeout 20m ./... </dev/null
 	$(GO) test -count=1 -tags sluice_wfp ./userspace/wfp/ </dev/null
-	# The DNS end-to-end tests again, on the DNS path that is not the
-	# default (--dns-path kernel|resolver): both must keep passing.
+	# The DNS end-to-end tests again, on each DNS path that is not the
+	# default (auto): --dns-path kernel and resolver must keep passing.
 	SLUICE_E2E_DNS_PATH=kernel $(GO) test -count=1 -p 1 -timeout 10m ./tests/dnse2e/ ./tests/daemone2e/ </dev/null
+	SLUICE_E2E_DNS_PATH=resolver $(GO) test -count=1 -p 1 -timeout 10m ./tests/dnse2e/ ./tests/daemone2e/ </dev/null
 
 # The race detector over the packages whose goroutines share state: the
 # resolver's batched UDP loops, upstream readers and timeout sweep; the

@@ -883,3 +883,90 @@ func TestMPTCPFallbackThroughDaemon(t *testing.T) {
 		t.Errorf("the MPTCP refusal reached the client's terminal:\n%s", stderr)
 	}
 }
+
+// TestDefaultDNSFailoverRestart: on the default DNS path (auto), a kill -9
+// of the daemon and a restart 2 s later cost no lookup of a session that
+// resolves a fresh allowed name every 20 ms: while the daemon is down its
+// queries take the kernel path, and after the restart the resolver (and its
+// cache) answers again. A lookup is what a stub resolver does: one query,
+// and one more after a timeout (glibc and Go both retry); a query the
+// resolver held in memory when it was killed is lost with it, and only the
+// retry can recover it, through the kernel path. During the outage an
+// unlisted name never reaches the world's DNS server, which its unconfined
+// twin shows it would.
+func TestDefaultDNSFailoverRestart(t *testing.T) {
+	if p := os.Getenv("SLUICE_E2E_DNS_PATH"); p != "" && p != "auto" {
+		t.Skipf("SLUICE_E2E_DNS_PATH=%s: the default path is tested without it", p)
+	}
+	f := newFixtureFlags(t, nil, "*.fresh.test")
+	if out, _, _ := f.sluice(t, 0, 0, "check"); !strings.Contains(out, "auto: queries go through the session's local resolver") ||
+		!strings.Contains(out, "in force for the daemon's sessions") {
+		t.Fatalf("sluice check does not name auto as the daemon's DNS path:\n%s", out)
+	}
+	probe := world.BuildProbe(t)
+	d := f.dir
+	script := fmt.Sprintf(`
+ok=0; fail=0; first=0; i=0
+echo 1 > %[2]s/started
+while [ $i -lt 250 ]; do
+  i=$((i+1))
+  n=n$i-$$.fresh.test
+  if %[1]s -timeout 1s resolve $n | grep -q '"ok":true'; then ok=$((ok+1))
+  elif first=$((first+1)); echo "first try failed: $n" >&2; %[1]s -timeout 1s resolve $n | grep -q '"ok":true'; then ok=$((ok+1))
+  else fail=$((fail+1)); echo "failed: $n" >&2; fi
+  if [ -e %[2]s/down ] && [ ! -e %[2]s/secret ]; then
+    %[1]s -timeout 1s dns %[3]s 53 s$$.secret.test A udp > %[2]s/secret.tmp; mv %[2]s/secret.tmp %[2]s/secret
+  fi
+  sleep 0.02
+done
+echo "ok=$ok fail=$fail first=$first" > %[2]s/result.tmp; mv %[2]s/result.tmp %[2]s/result
+while [ ! -e %[2]s/adopted ]; do sleep 0.05; done
+%[1]s dns %[3]s 53 AgAiN.fresh.test A udp > %[2]s/again1
+%[1]s dns %[3]s 53 AgAiN.fresh.test A udp > %[2]s/again2
+`, probe, d, dnsAddr)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
+	}()
+	waitFile(t, d+"/started")
+	time.Sleep(time.Second)
+	f.stopDaemon(t) // kill -9
+	killed := time.Now()
+	if err := os.WriteFile(d+"/down", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secret := waitFile(t, d+"/secret")
+	time.Sleep(time.Until(killed.Add(2 * time.Second)))
+	f.startDaemon(t)
+	f.waitAudit(t, "session_adopted", nil)
+	if err := os.WriteFile(d+"/adopted", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := string(waitFile(t, d+"/result"))
+	t.Logf("lookups across a daemon restart: %s", res)
+	if !strings.HasPrefix(res, "ok=250 fail=0") {
+		t.Fatalf("lookups across a daemon restart: %s", res)
+	}
+	// Containment during the outage: judged by the world's log.
+	if r, _ := world.ParseProbeResult(secret); r.OK || f.dns.Saw("secret.test") {
+		t.Fatalf("an unlisted name with the daemon down: %s (the world saw it: %v)", r, f.dns.Saw("secret.test"))
+	}
+	// Its twin: unconfined, the same query reaches the world's server.
+	if r := f.w.RunProbe(t, nil, "dns", dnsAddr.String(), "53", "twin.secret.test", "A", "udp"); !f.dns.Saw("twin.secret.test") {
+		t.Fatalf("unconfined twin: the world never saw the unlisted name: %s", r)
+	}
+	// The resolver is back: the name comes normalised (the kernel path
+	// forwards it as the program spelled it) and the repeat is answered
+	// from its cache, without reaching the world's server.
+	for _, n := range []string{"again1", "again2"} {
+		if r, _ := world.ParseProbeResult(waitFile(t, d+"/"+n)); r.Rcode != "NOERROR" || len(r.Answers) == 0 {
+			t.Fatalf("after the restart, %s: %s", n, r)
+		}
+	}
+	<-done
+	if got := f.dns.Seen("again.fresh.test"); got != 1 || f.dns.SawExactly("AgAiN.fresh.test.") {
+		t.Fatalf("after the restart the world saw the repeated name %d times (as sent: %v), want once, normalised by the resolver",
+			got, f.dns.SawExactly("AgAiN.fresh.test."))
+	}
+}

@@ -357,7 +357,7 @@ func waitFile(t *testing.T, path string) []byte {
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
 
 // dnsPathFlags runs the daemon on the DNS path SLUICE_E2E_DNS_PATH names
-// (kernel or resolver; empty: sluice's default), so that CI runs the
+// (auto, kernel or resolver; empty: sluice's default), so that CI runs the
 // package once per path; a fixture's own flags come later and win.
 func dnsPathFlags() []string {
 	if p := os.Getenv("SLUICE_E2E_DNS_PATH"); p != "" {
@@ -366,16 +366,25 @@ func dnsPathFlags() []string {
 	return nil
 }
 
-// kernelDNS reports whether the daemon's sessions take the kernel DNS path.
-func (f *fixture) kernelDNS() bool {
+// dnsPath is the daemon's DNS path: the fixture's --dns-path, else
+// SLUICE_E2E_DNS_PATH's, else sluice's default (auto).
+func (f *fixture) dnsPath() string {
 	path := os.Getenv("SLUICE_E2E_DNS_PATH")
 	for i, a := range f.extra {
 		if a == "--dns-path" && i+1 < len(f.extra) {
 			path = f.extra[i+1]
 		}
 	}
-	return path == "kernel"
+	if path == "" {
+		path = "auto"
+	}
+	return path
 }
+
+// kernelDNS reports whether the daemon's sessions resolve through the
+// kernel DNS path while the daemon is down: always (kernel) or as the
+// resolver's failover (auto).
+func (f *fixture) kernelDNS() bool { p := f.dnsPath(); return p == "kernel" || p == "auto" }
 
 // lockedBuffer is a bytes.Buffer that a daemon's output copier and a test
 // may use at once.

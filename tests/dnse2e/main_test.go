@@ -164,7 +164,7 @@ func results(t *testing.T, out string) []world.ProbeResult {
 }
 
 // dnsPathFlags runs every test on the DNS path SLUICE_E2E_DNS_PATH names
-// (kernel or resolver; empty: sluice's default), so that CI runs the
+// (auto, kernel or resolver; empty: sluice's default, auto), so that CI runs the
 // package once per path.
 func dnsPathFlags() []string {
 	if p := os.Getenv("SLUICE_E2E_DNS_PATH"); p != "" {

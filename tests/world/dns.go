@@ -153,6 +153,19 @@ func (s *DNSServer) SawExactly(name string) bool {
 	return false
 }
 
+// Seen is the number of queries whose name contains substr.
+func (s *DNSServer) Seen(substr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, q := range s.queries {
+		if strings.Contains(q, substr) {
+			n++
+		}
+	}
+	return n
+}
+
 // Count is the number of queries received.
 func (s *DNSServer) Count() int {
 	s.mu.Lock()
