@@ -37,15 +37,20 @@ const (
 // kdnsResult compares the two DNS paths of a real session, measured the
 // same way: the worker's DNS load generator (-op dns), as uid 65534, run
 // unconfined against the stub upstream (arm A), and inside a session whose
-// UDP DNS takes the kernel path (K) or the resolver path (R), asking
-// 127.0.0.1:53, which the datapath redirects. Every round runs the three
-// arms, in an order that alternates.
+// UDP DNS takes the kernel path (K), the resolver path (R) or the default,
+// auto (D: the resolver path, with the kernel path as its failover, whose
+// hooks look the resolver's socket up at every send), asking 127.0.0.1:53,
+// which the datapath redirects. Every round runs the four arms, in an
+// order that alternates.
 type kdnsResult struct {
 	rounds                     int
 	caseDur                    time.Duration
 	kUnique, kRepeated         series // qps, A and K
 	rUnique, rRepeated         series // qps, A and R
 	kP99, kP50, rP99, rP50     series // ns at kdnsRate, A and K / A and R
+	dUnique, dRepeated         series // qps, A and D
+	dP99, dP50                 series // ns at kdnsRate, A and D
+	lostD                      int
 	bpfEgressNS, bpfIngressNS  float64
 	bpfQueries                 uint64
 	lostA, lostK, lostR, sentK int
@@ -119,12 +124,21 @@ func measureKDNS(ctx context.Context, instance string, rounds int, caseDur time.
 		return nil, fmt.Errorf("resolver-path session: %w", err)
 	}
 	defer rs.Close()
+	ds, err := session(enforcer.DNSPathAuto)
+	if err != nil {
+		return nil, fmt.Errorf("auto-path session: %w", err)
+	}
+	defer ds.Close()
+	if !ds.DNSFailover() {
+		return nil, fmt.Errorf("the session has no kernel DNS failover: %v", ds.KernelDNSError())
+	}
 
 	redirected := netip.MustParseAddrPort("127.0.0.1:53")
 	arms := []kdnsArm{
 		{"A", free.sess, stub.addr},
 		{"K", confinedArm{ks}, redirected},
 		{"R", confinedArm{rs}, redirected},
+		{"D", confinedArm{ds}, redirected},
 	}
 	res := &kdnsResult{caseDur: caseDur}
 	for r := range rounds {
@@ -151,7 +165,11 @@ func measureKDNS(ctx context.Context, instance string, rounds int, caseDur time.
 			}
 			got[a.name] = out
 		}
-		A, K, R := got["A"], got["K"], got["R"]
+		A, K, R, D := got["A"], got["K"], got["R"], got["D"]
+		res.dUnique.add(A[0].QPS, D[0].QPS)
+		res.dRepeated.add(A[1].QPS, D[1].QPS)
+		res.dP99.add(float64(A[2].P99ns), float64(D[2].P99ns))
+		res.dP50.add(float64(A[2].P50ns), float64(D[2].P50ns))
 		res.kUnique.add(A[0].QPS, K[0].QPS)
 		res.kRepeated.add(A[1].QPS, K[1].QPS)
 		res.rUnique.add(A[0].QPS, R[0].QPS)
@@ -164,12 +182,13 @@ func measureKDNS(ctx context.Context, instance string, rounds int, caseDur time.
 			res.lostA += A[i].Lost
 			res.lostK += K[i].Lost
 			res.lostR += R[i].Lost
+			res.lostD += D[i].Lost
 			res.sentK += K[i].Sent
 		}
 		res.rounds++
-		fmt.Fprintf(os.Stderr, "bench: kernel DNS round %d: unique A %s K %s R %s; repeated A %s K %s R %s; p99 at %d qps A %s K %s R %s\n",
-			r+1, fmtQPS(A[0].QPS), fmtQPS(K[0].QPS), fmtQPS(R[0].QPS), fmtQPS(A[1].QPS), fmtQPS(K[1].QPS), fmtQPS(R[1].QPS),
-			kdnsRate, fmtNS(float64(A[2].P99ns)), fmtNS(float64(K[2].P99ns)), fmtNS(float64(R[2].P99ns)))
+		fmt.Fprintf(os.Stderr, "bench: kernel DNS round %d: unique A %s K %s R %s D %s; repeated A %s K %s R %s D %s; p99 at %d qps A %s K %s R %s D %s\n",
+			r+1, fmtQPS(A[0].QPS), fmtQPS(K[0].QPS), fmtQPS(R[0].QPS), fmtQPS(D[0].QPS), fmtQPS(A[1].QPS), fmtQPS(K[1].QPS), fmtQPS(R[1].QPS), fmtQPS(D[1].QPS),
+			kdnsRate, fmtNS(float64(A[2].P99ns)), fmtNS(float64(K[2].P99ns)), fmtNS(float64(R[2].P99ns)), fmtNS(float64(D[2].P99ns)))
 	}
 
 	// The programs' own cost, with the kernel's statistics on for one
@@ -246,6 +265,10 @@ func (k *kdnsResult) rows() []tableRow {
 	}
 	kp99 := addedRow(fmt.Sprintf("DNS kernel path: p99 added, open loop at %s", fmtQPS(kdnsRate)), &k.kP99, kdnsMaxAddedP99)
 	return []tableRow{
+		info(qpsRow("DNS default path (auto): qps, unique names (B through the session's resolver, its socket looked up at each send)", &k.dUnique, 0)),
+		info(qpsRow("DNS default path (auto): qps, 100 repeated names (the resolver's cache)", &k.dRepeated, 0)),
+		addedInfoRow(fmt.Sprintf("DNS default path (auto): p99 added, open loop at %s", fmtQPS(kdnsRate)), &k.dP99),
+		addedInfoRow(fmt.Sprintf("DNS default path (auto): p50 added at %s", fmtQPS(kdnsRate)), &k.dP50),
 		qpsRow("DNS kernel path: qps, unique names (B straight to the upstream)", &k.kUnique, kdnsMinUniqueRatio),
 		info(qpsRow("DNS resolver path: qps, unique names (B through the session's resolver)", &k.rUnique, 0)),
 		qpsRow("DNS kernel path: qps, 100 repeated names (no cache)", &k.kRepeated, kdnsMinRepeatRatio),
@@ -282,6 +305,6 @@ func benchKDNSOnly(ctx context.Context, o options) (missed bool, err error) {
 }
 
 func (k *kdnsResult) describe(w io.Writer) {
-	fmt.Fprintf(w, "Kernel DNS path: %d rounds of three arms (A unconfined, B kernel path, B resolver path), the load generator a separate process as uid 65534, 64 queries in flight, %s per case; the stub upstream on 127.0.0.1. Lost queries: A %d, kernel %d of %d sent, resolver %d.\n",
-		k.rounds, k.caseDur, k.lostA, k.lostK, k.sentK, k.lostR)
+	fmt.Fprintf(w, "DNS paths: %d rounds of four arms (A unconfined, B kernel path, B resolver path, B default path auto), the load generator a separate process as uid 65534, 64 queries in flight, %s per case; the stub upstream on 127.0.0.1. Lost queries: A %d, kernel %d of %d sent, resolver %d, auto %d.\n",
+		k.rounds, k.caseDur, k.lostA, k.lostK, k.sentK, k.lostR, k.lostD)
 }
