@@ -68,14 +68,14 @@ type runner struct {
 
 // job is one CI job on the runner: its temp directory and environment.
 type job struct {
-	t     *testing.T
-	r     *runner
-	w     *world.World
-	dir    string // RUNNER_TEMP
-	ctl    string // the job's control directory (root's)
+	t      *testing.T
+	r      *runner
+	w      *world.World
+	dir    string  // RUNNER_TEMP
+	ctl    string  // the job's control directory (root's)
 	worker *worker // the job's Runner.Worker, when it outlives its steps (confine=job)
-	env   []string
-	steps int
+	env    []string
+	steps  int
 }
 
 func newRunner(t *testing.T) *runner {
