@@ -27,6 +27,7 @@ var (
 		Kill() error
 		Remove(timeout time.Duration) error
 		Start(cmd *exec.Cmd, opts SpawnOptions) error
+		Move(pid int) error
 	} = (*Session)(nil)
 
 	_ func() (string, error)             = Mount

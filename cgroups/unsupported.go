@@ -65,3 +65,6 @@ func (s *Session) Remove(timeout time.Duration) error { return errNotSupported()
 
 // Start wraps ErrNotSupported outside Linux.
 func (s *Session) Start(cmd *exec.Cmd, opts SpawnOptions) error { return errNotSupported() }
+
+// Move wraps ErrNotSupported outside Linux.
+func (s *Session) Move(pid int) error { return errNotSupported() }

@@ -68,14 +68,14 @@ type runner struct {
 
 // job is one CI job on the runner: its temp directory and environment.
 type job struct {
-	t     *testing.T
-	r     *runner
-	w     *world.World
-	dir    string // RUNNER_TEMP
-	ctl    string // the job's control directory (root's)
+	t      *testing.T
+	r      *runner
+	w      *world.World
+	dir    string  // RUNNER_TEMP
+	ctl    string  // the job's control directory (root's)
 	worker *worker // the job's Runner.Worker, when it outlives its steps (confine=job)
-	env   []string
-	steps int
+	env    []string
+	steps  int
 }
 
 func newRunner(t *testing.T) *runner {
@@ -142,6 +142,24 @@ func newRunner(t *testing.T) *runner {
 		t.Fatalf("install.sh: exit %d\n%s", code, out)
 	}
 	return r
+}
+
+// sudoAllowlist writes a job allowlist of hosts that also lets sessions
+// reach the sudo stand-in's socket, so that what refuses `sudo` in a step
+// is what refuses real (setuid) sudo there, not the unix-socket rule. It
+// returns the file's path.
+func (r *runner) sudoAllowlist(t *testing.T, hosts ...string) string {
+	t.Helper()
+	q := make([]string, len(hosts))
+	for i, h := range hosts {
+		q[i] = `"` + h + `"`
+	}
+	p := filepath.Join(r.base, "sudo-allowlist.json")
+	body := `{"allowed_hosts": [` + strings.Join(q, ", ") + `], "unix_sockets": ["` + filepath.Join(r.sudoDir, "sudo.sock") + `"]}`
+	if err := os.WriteFile(p, []byte(body+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // mustRun runs a command as root, here.
@@ -748,7 +766,7 @@ func TestGitHubConfinedStepCannotSteerTheJob(t *testing.T) {
 	r := newRunner(t)
 	allowedPort := r.w.ListenTCP(t, world.AllowedV4)
 	deniedPort := r.w.ListenTCP(t, world.DeniedV4)
-	j := r.startJob(t, "attack", "INPUT_MODE=block", "INPUT_ALLOWLIST=allowed.test")
+	j := r.startJob(t, "attack", "INPUT_MODE=block", "INPUT_ALLOWLIST="+r.sudoAllowlist(t, "allowed.test"))
 
 	// What steers the job is root's.
 	for _, f := range []string{j.ctl, filepath.Join(j.ctl, "network_allowlist.json"), filepath.Join(j.ctl, "daemon.pid"), filepath.Join(r.prefix, "etc", "sluice-ci.conf")} {
@@ -804,6 +822,9 @@ func TestGitHubConfinedStepCannotSteerTheJob(t *testing.T) {
 		"sleep 1.5\n(exec 3<>/dev/tcp/denied.test/" + atoiString(int(deniedPort)) + ") && echo reached denied.test\nexit 0\n")
 	if code != 0 || !strings.Contains(out, "reached allowed.test") {
 		t.Fatalf("the attacking step's positive control failed: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "no_new_privs") {
+		t.Errorf("sudo in a confined step was not refused as setuid sudo is under no_new_privs:\n%s", out)
 	}
 	for _, bad := range []string{"WROTE-POLICY", "WROTE-PID", "PLANTED", "MOVED-ACTIONS", "MOVED-WORK", "WROTE-CONF", "WROTE-RUNNER-FILE", "SUDO-WORKED", "reached denied.test"} {
 		if strings.Contains(out, bad) {
@@ -929,7 +950,7 @@ func TestGitHubConfineJob(t *testing.T) {
 	}
 	r.w.WaitQuiet(world.To(world.DeniedV4), 300*time.Millisecond, 3*time.Second)
 
-	j := r.startJobIn(t, wk, "job", "INPUT_MODE=block", "INPUT_ALLOWLIST=allowed.test", "INPUT_CONFINE=job", "INPUT_RUNNER_ENDPOINTS=runner.test")
+	j := r.startJobIn(t, wk, "job", "INPUT_MODE=block", "INPUT_ALLOWLIST="+r.sudoAllowlist(t, "allowed.test"), "INPUT_CONFINE=job", "INPUT_RUNNER_ENDPOINTS=runner.test")
 	start := time.Now()
 	// A step the worker runs itself (uses:, post): the job's allowlist and
 	// the runner's endpoints, nothing else, and no sudo.
@@ -942,6 +963,9 @@ func TestGitHubConfineJob(t *testing.T) {
 		if strings.Contains(out, bad) {
 			t.Errorf("a worker step under confine=job: %s\n%s", bad, out)
 		}
+	}
+	if !strings.Contains(out, "sudo: a password is required") {
+		t.Errorf("sudo in a worker step under confine=job was not refused for want of its sudoers rule:\n%s", out)
 	}
 	// A run: step: the job's allowlist only.
 	out, _, _ = j.step(tcpTo("allowed.test", allowedPort) + "set +e\n" + toRunner + denied + "exit 0\n")

@@ -77,6 +77,10 @@ func (s *Server) attachContainers(failed map[string]time.Time) {
 	}
 	for _, de := range entries {
 		name := de.Name()
+		if de.IsDir() && s.isAdoptedName(name) {
+			s.reattachAdoptedOnce(name, failed) // adopt_linux.go
+			continue
+		}
 		if !de.IsDir() || !containerName.MatchString(name) {
 			continue
 		}

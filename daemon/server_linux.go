@@ -94,6 +94,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	allowMu  sync.Mutex // serialises read-modify-write of the allowlist file
+	adoptMu  sync.Mutex // one adoption of a running process at a time (adopt_linux.go)
 	sessions map[string]*session
 	ended    endedSessions             // for clients that reattach after a restart
 	orphans  map[string]*audit.Limiter // rate limits of sessions no daemon owns, by name (their programs flood too)
@@ -187,6 +188,7 @@ func New(cfg Config) (*Server, error) {
 	// Running containers too, before any waiting event is read, so that
 	// their denials while no daemon ran are told as theirs.
 	s.attachContainers(map[string]time.Time{})
+	s.sweepAdoptRecords()
 	return s, nil
 }
 
