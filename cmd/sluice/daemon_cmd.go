@@ -43,7 +43,7 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDaemon(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.config, "config", "/etc/sluice/sluice.json", "configuration file (flags override it; a missing default file is fine)")
+	f.StringVar(&o.config, "config", "/etc/sluice/sluice.json", "configuration file (flags override it; a missing default file is fine; an unknown key is an error)")
 	f.StringVar(&o.allowlist, "allowlist", "", "the machine allowlist (default /etc/sluice/network_allowlist.json)")
 	f.StringArrayVar(&o.upstreams, "dns-upstream", nil, "DNS server for allowed names, ADDR[:PORT] (repeatable; default: the host's resolv.conf)")
 	f.StringVar(&o.stateDir, "state-dir", "", "state directory (default /run/sluice)")
