@@ -108,7 +108,10 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if len(ups) == 0 {
 		ups = fc.DNSUpstreams
 	}
-	ecfg, err := enforcer.ConfigFromEnv()
+	// The state directory and the instance together (instanceConfig);
+	// daemon.Config.StateDir carries the choice on.
+	stateDir := pick(o.stateDir, fc.StateDir, "")
+	ecfg, err := instanceConfig(stateDir)
 	if err != nil {
 		return err
 	}
@@ -127,7 +130,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		AllowlistPath:    pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
 		SocketPath:       pick(socketFlag, fc.Socket, api.SocketPath("")),
 		SocketMode:       sockMode,
-		StateDir:         pick(o.stateDir, fc.StateDir, ""),
+		StateDir:         stateDir,
 		Upstreams:        ups,
 		AuditLog:         pick(o.auditLog, fc.AuditLog, "/var/log/sluice/audit.jsonl"),
 		MetricsAddr:      pick(o.metricsAddr, fc.MetricsAddr, ""),
