@@ -68,6 +68,8 @@ build "$("$GO" env GOHOSTOS)" "$("$GO" env GOHOSTARCH)" "$stage/sluice-host"
 "$stage/sluice-host" completion zsh >"$stage/completions/_sluice"
 "$stage/sluice-host" completion fish >"$stage/completions/sluice.fish"
 "$stage/sluice-host" __manpages "$stage/man"
+# sluice-ci is a script: its page is written by hand.
+cp packaging/sluice-ci.1 "$stage/man/"
 gzip -n -9 "$stage"/man/*.1
 sed 's|^ExecStart=/usr/local/bin/sluice |ExecStart=/usr/bin/sluice |' packaging/sluice.service >"$stage/sluice.service"
 grep -q '^ExecStart=/usr/bin/sluice daemon' "$stage/sluice.service"
