@@ -1154,8 +1154,9 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 		return 1;
 	if (v && *v == UNIX_QUIET) {
 		/* Expected and harmless: the caller falls back to files and
-		 * DNS. An event per lookup would bury the real refusals. */
-		count(cg, COUNTER_DENIED);
+		 * DNS. An event per lookup would bury the real refusals, and
+		 * so would a count among them. */
+		count(cg, COUNTER_QUIET);
 		return (s->flags & SESSION_AUDIT) ? 1 : 0;
 	}
 	/* The session's Landlock domain has the abstract-socket scope: the

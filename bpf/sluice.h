@@ -49,7 +49,11 @@ enum sluice_counter {
 	COUNTER_DENIED = 1,      /* refused (connect, sendmsg, socket, setsockopt, packet) */
 	COUNTER_AUDITED = 2,     /* would have been denied, allowed by --audit */
 	COUNTER_EVENTS_LOST = 3, /* ring buffer full */
-	COUNTER_MAX = 4,
+	/* refused without an event: the name-service sockets glibc tries on
+	 * every lookup (UNIX_QUIET). Apart from COUNTER_DENIED, which would
+	 * otherwise grow by two per lookup and be useless for alerting. */
+	COUNTER_QUIET = 4,
+	COUNTER_MAX = 5,
 };
 
 /* Per-CPU counters of one session (no atomics on the allowed path),

@@ -50,9 +50,14 @@ func newMetrics(s *Server) *metrics {
 var (
 	descSessions = prometheus.NewDesc("sluice_sessions", "Running sessions.", nil, nil)
 	descConnects = prometheus.NewDesc("sluice_connections_total", "Connection attempts judged by the kernel, per session and verdict (loopback is not counted).", []string{"session", "verdict"}, nil)
-	descLost     = prometheus.NewDesc("sluice_events_dropped_total", "Deny events lost because a session's ring buffer was full.", []string{"session"}, nil)
-	descLearned  = prometheus.NewDesc("sluice_learned_ips", "Addresses a session learned from DNS.", []string{"session"}, nil)
-	descMapFill  = prometheus.NewDesc("sluice_learned_map_fill_ratio", "Fill of the learned-IP map shared by all sessions.", nil, nil)
+	// Apart from sluice_connections_total: glibc tries nscd and
+	// systemd-resolved's socket on every lookup, and counting those
+	// refusals as denials would make the denied counter grow with every
+	// name lookup and useless for alerting.
+	descQuiet   = prometheus.NewDesc("sluice_quiet_refusals_total", "Refusals of the name-service sockets (nscd, systemd-resolved) that glibc tries on every lookup before files and DNS; expected, not denials, never logged.", []string{"session"}, nil)
+	descLost    = prometheus.NewDesc("sluice_events_dropped_total", "Deny events lost because a session's ring buffer was full.", []string{"session"}, nil)
+	descLearned = prometheus.NewDesc("sluice_learned_ips", "Addresses a session learned from DNS.", []string{"session"}, nil)
+	descMapFill = prometheus.NewDesc("sluice_learned_map_fill_ratio", "Fill of the learned-IP map shared by all sessions.", nil, nil)
 
 	descProxyRequests  = prometheus.NewDesc("sluice_proxy_requests_total", "Requests to a session's allowlist proxy, per session, protocol (connect, http, socks5) and verdict (allowed, refused, failed).", []string{"session", "protocol", "verdict"}, nil)
 	descProxyMalformed = prometheus.NewDesc("sluice_proxy_malformed_total", "Requests a session's allowlist proxy refused as malformed.", []string{"session"}, nil)
@@ -66,6 +71,7 @@ type sessionCollector struct{ s *Server }
 func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSessions
 	ch <- descConnects
+	ch <- descQuiet
 	ch <- descLost
 	ch <- descLearned
 	ch <- descMapFill
@@ -86,6 +92,7 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descConnects, prometheus.CounterValue, float64(cnt.Allowed), name, "allowed")
 			ch <- prometheus.MustNewConstMetric(descConnects, prometheus.CounterValue, float64(cnt.Denied), name, "denied")
 			ch <- prometheus.MustNewConstMetric(descConnects, prometheus.CounterValue, float64(cnt.Audited), name, "audited")
+			ch <- prometheus.MustNewConstMetric(descQuiet, prometheus.CounterValue, float64(cnt.Quiet), name)
 			ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(cnt.EventsLost), name)
 		}
 		if r := ss.s.Resolver(); r != nil {

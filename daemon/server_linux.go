@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sys/unix"
 
@@ -269,6 +270,14 @@ func (s *Server) Serve(ctx context.Context) error {
 			gr.Close()
 		}()
 		go s.readGlobalEvents(gr)
+	}
+	// Ready: the API socket has been listening since listenAPI, so a
+	// unit with Type=notify lets `systemctl start sluice && sluice run`
+	// find it. Without systemd (no $NOTIFY_SOCKET) this does nothing; the
+	// variable is unset either way, so no process the daemon starts
+	// inherits it.
+	if _, err := sddaemon.SdNotify(true, sddaemon.SdNotifyReady); err != nil {
+		s.logf("warning: could not tell systemd the daemon is ready: %v", err)
 	}
 	select {
 	case <-ctx.Done():

@@ -27,6 +27,10 @@ type Counters struct {
 	Denied     uint64
 	Audited    uint64 // would have been denied, allowed by audit mode
 	EventsLost uint64 // denials whose event did not fit in the ring buffer
+	// Quiet are refusals of the name-service sockets glibc tries on every
+	// lookup (enforcer.QuietUnixSockets), not in Denied: expected, and
+	// the caller falls back to files and DNS.
+	Quiet uint64
 }
 
 // SessionConfig is a session's entry in the datapath.
@@ -230,6 +234,7 @@ func (d *Datapath) Counters(cgid uint64) (Counters, error) {
 		c.Denied += p.N[sluiceSluiceCounterCOUNTER_DENIED]
 		c.Audited += p.N[sluiceSluiceCounterCOUNTER_AUDITED]
 		c.EventsLost += p.N[sluiceSluiceCounterCOUNTER_EVENTS_LOST]
+		c.Quiet += p.N[sluiceSluiceCounterCOUNTER_QUIET]
 	}
 	return c, nil
 }

@@ -23,7 +23,7 @@ type sluiceCidrKey struct {
 
 type sluiceCounters struct {
 	_ structs.HostLayout
-	N [4]uint64
+	N [5]uint64
 }
 
 type sluiceDnsOrig struct {
@@ -172,7 +172,8 @@ const (
 	sluiceSluiceCounterCOUNTER_DENIED      sluiceSluiceCounter = 1
 	sluiceSluiceCounterCOUNTER_AUDITED     sluiceSluiceCounter = 2
 	sluiceSluiceCounterCOUNTER_EVENTS_LOST sluiceSluiceCounter = 3
-	sluiceSluiceCounterCOUNTER_MAX         sluiceSluiceCounter = 4
+	sluiceSluiceCounterCOUNTER_QUIET       sluiceSluiceCounter = 4
+	sluiceSluiceCounterCOUNTER_MAX         sluiceSluiceCounter = 5
 )
 
 type sluiceSluiceEventFlag uint32

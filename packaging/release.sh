@@ -8,6 +8,7 @@
 #   packaging/release.sh [DIST]            the whole release (make release)
 #   packaging/release.sh --binary OS/ARCH OUT   one binary, as the release builds it
 #   packaging/release.sh --deb [DIST]      only this machine's .deb (and its binary)
+#   packaging/release.sh --host [DIST]     only this machine's .deb and .rpm (the package test)
 #
 # Reproducible: building the same commit twice gives identical bytes. The
 # binaries are built with -trimpath, no build id, no VCS stamp, CGO off
@@ -38,15 +39,16 @@ if [[ ${1:-} == --binary ]]; then
 	exit 0
 fi
 
-# --deb DIST: only this machine's architecture's .deb (the package test).
+# --deb DIST, --host DIST: only this machine's architecture's .deb, or its
+# .deb and .rpm (the package test installs the one and lints both).
 targets=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)
 archs=(amd64 arm64)
 formats=(deb rpm)
-if [[ ${1:-} == --deb ]]; then
+if [[ ${1:-} == --deb || ${1:-} == --host ]]; then
+	[[ $1 == --deb ]] && formats=(deb)
 	shift
 	archs=("$("$GO" env GOHOSTARCH)")
 	targets=("linux/${archs[0]}")
-	formats=(deb)
 fi
 
 dist=${1:-dist}
@@ -68,9 +70,23 @@ build "$("$GO" env GOHOSTOS)" "$("$GO" env GOHOSTARCH)" "$stage/sluice-host"
 "$stage/sluice-host" completion zsh >"$stage/completions/_sluice"
 "$stage/sluice-host" completion fish >"$stage/completions/sluice.fish"
 "$stage/sluice-host" __manpages "$stage/man"
+# sluice-ci is a script: its page is written by hand.
+cp packaging/sluice-ci.1 "$stage/man/"
 gzip -n -9 "$stage"/man/*.1
 sed 's|^ExecStart=/usr/local/bin/sluice |ExecStart=/usr/bin/sluice |' packaging/sluice.service >"$stage/sluice.service"
 grep -q '^ExecStart=/usr/bin/sluice daemon' "$stage/sluice.service"
+# The packages' changelog (deb changelog.Debian.gz, rpm %changelog): one
+# entry for this version, dated like everything else from the commit.
+cat >"$stage/changelog.yml" <<EOF
+- semver: $pkgversion-1
+  date: $(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+  packager: sluice developers <sluice-dev@users.noreply.github.com>
+  changes:
+    - note: sluice $version (the changes are in git's history)
+  deb:
+    urgency: low
+    distributions: [unstable]
+EOF
 touch -d "@$SOURCE_DATE_EPOCH" "$stage"/* "$stage"/man/* "$stage"/completions/*
 
 root=$PWD
@@ -79,6 +95,15 @@ for arch in "${archs[@]}"; do
 	touch -d "@$SOURCE_DATE_EPOCH" "$stage/sluice"
 	sed -e "s|\${ROOT}|$root|g" -e "s|\${STAGE}|$stage|g" -e "s|\${ARCH}|$arch|g" \
 		-e "s|\${VERSION}|$pkgversion|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
+	# The rpm's man pages, one entry each (nfpm globs no doc files).
+	{
+		for m in "$stage"/man/*.1.gz; do
+			printf '  - src: %s\n    dst: /usr/share/man/man1/%s\n    packager: rpm\n    type: doc\n    file_info: {mode: 0644}\n' \
+				"$m" "${m##*/}"
+		done
+	} >"$stage/rpm-man.yaml"
+	sed -i -e "/^  # \${RPM_MAN_PAGES}\$/{r $stage/rpm-man.yaml" -e 'd}' "$stage/nfpm.yaml"
+	grep -q '^    dst: /usr/share/man/man1/sluice.1.gz$' "$stage/nfpm.yaml"
 	for fmt in "${formats[@]}"; do
 		(cd packaging/nfpm && "$GO" tool nfpm package --config "$stage/nfpm.yaml" --packager "$fmt" \
 			--target "$dist/" >/dev/null)

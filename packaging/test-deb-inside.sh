@@ -11,6 +11,10 @@ test -x /usr/bin/sluice -a -x /usr/bin/sluice-ci
 test -f /usr/lib/systemd/system/sluice.service -a -f /etc/sluice/sluice.json
 test -f /usr/share/bash-completion/completions/sluice -a -f /usr/share/zsh/vendor-completions/_sluice
 test -f /usr/share/fish/vendor_completions.d/sluice.fish -a -f /usr/share/man/man1/sluice-run.1.gz
+test -f /usr/share/man/man1/sluice-ci.1.gz -a -f /usr/share/doc/sluice/copyright
+grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' /usr/share/doc/sluice/copyright
+# What the maintainer scripts run (groupadd, groupdel) is declared.
+dpkg-query -W -f '${Depends}\n' sluice | grep -qw passwd
 
 say "sluice check"
 sluice check || true

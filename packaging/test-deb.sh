@@ -6,7 +6,8 @@
 # dockerd without any networking of its own, and in a container with no
 # network: installs the package, runs `sluice check`, starts the daemon by
 # hand (no systemd there), runs a confined command, purges the package and
-# checks that nothing is left: no files, group, cgroups or pins. Then
+# checks that nothing is left: no files, group, cgroups or pins. Before
+# that, lintian and rpmlint on the .deb and the .rpm, with no finding. Then
 # README's `make demo` in a fresh Debian with exactly README's packages.
 #
 #   packaging/test-deb.sh [WORKDIR]     as root; WORKDIR keeps the package build and dockerd
@@ -33,10 +34,21 @@ suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "the package"
-packaging/release.sh --deb "$work/dist" >/dev/null
+step "the packages"
+packaging/release.sh --host "$work/dist" >/dev/null
 deb=$(ls "$work"/dist/sluice_*.deb)
+rpm=$(ls "$work"/dist/sluice-*.rpm)
 echo "$deb"
+echo "$rpm"
+
+# The ecosystems' own linters, clean: what must stay is overridden with
+# its reason (packaging/lintian-overrides, packaging/rpmlint.toml). lintian
+# warns on stderr that it runs as root; that line is not a finding.
+step "lintian and rpmlint"
+lintian --fail-on error,warning --pedantic "$deb" 2> >(grep -v 'running with root privileges' >&2)
+out=$(rpmlint -c packaging/rpmlint.toml "$rpm") || { echo "$out" >&2; exit 1; }
+echo "$out" | tail -1
+[[ $out == *" 0 errors, 0 warnings"* ]] || { echo "$out" >&2; exit 1; }
 
 step "a private dockerd (no bridge, no iptables)"
 sock=$work/docker.sock

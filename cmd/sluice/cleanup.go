@@ -31,6 +31,6 @@ Running sessions lose their confinement together with their processes.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&stateDir, "state-dir", "", "sluice's state directory (default /run/sluice)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "sluice's state directory (default /run/sluice, or /run/$SLUICE_INSTANCE; another one only with SLUICE_INSTANCE set)")
 	return cmd
 }

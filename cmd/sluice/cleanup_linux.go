@@ -18,12 +18,9 @@ func cleanup(stateDir string) (found bool, err error) {
 	if os.Geteuid() != 0 {
 		return false, errors.New("cleanup needs root")
 	}
-	cfg, err := enforcer.ConfigFromEnv()
+	cfg, err := instanceConfig(stateDir)
 	if err != nil {
 		return false, err
-	}
-	if stateDir != "" {
-		cfg.StateDir = stateDir
 	}
 	cfg = cfg.WithDefaults()
 	for _, p := range []string{cfg.PinDir, cfg.StateDir} {

@@ -43,10 +43,10 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDaemon(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.config, "config", "/etc/sluice/sluice.json", "configuration file (flags override it; a missing default file is fine)")
+	f.StringVar(&o.config, "config", "/etc/sluice/sluice.json", "configuration file (flags override it; a missing default file is fine; an unknown key is an error)")
 	f.StringVar(&o.allowlist, "allowlist", "", "the machine allowlist (default /etc/sluice/network_allowlist.json)")
 	f.StringArrayVar(&o.upstreams, "dns-upstream", nil, "DNS server for allowed names, ADDR[:PORT] (repeatable; default: the host's resolv.conf)")
-	f.StringVar(&o.stateDir, "state-dir", "", "state directory (default /run/sluice)")
+	f.StringVar(&o.stateDir, "state-dir", "", "state directory (default /run/sluice, or /run/$SLUICE_INSTANCE; another one only with SLUICE_INSTANCE set, which also isolates the cgroup and pins)")
 	f.StringVar(&o.auditLog, "audit-log", "", "audit log file, JSON lines (default /var/log/sluice/audit.jsonl)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9469 (default off)")
 	f.StringVar(&o.sessionGroup, "group", "", "members of this group may create sessions (default sluice)")

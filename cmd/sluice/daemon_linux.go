@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -43,6 +42,8 @@ type fileConfig struct {
 	SocketMode string `json:"socket_mode"`
 }
 
+// loadFileConfig reads the --config file; a missing one is fine unless
+// the flag named it.
 func loadFileConfig(path string, explicit bool) (fileConfig, error) {
 	var fc fileConfig
 	b, err := os.ReadFile(path)
@@ -52,8 +53,11 @@ func loadFileConfig(path string, explicit bool) (fileConfig, error) {
 	if err != nil {
 		return fc, fmt.Errorf("config: %w", err)
 	}
-	if err := json.Unmarshal(b, &fc); err != nil {
-		return fc, fmt.Errorf("config %s: %w", path, err)
+	// Strict: an unknown key is most likely a misspelt one, and a daemon
+	// that ignored it would run on a default the administrator meant to
+	// change (a wider socket group, another upstream) without a word.
+	if err := decodeStrict(b, &fc); err != nil {
+		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil
 }
@@ -104,7 +108,10 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if len(ups) == 0 {
 		ups = fc.DNSUpstreams
 	}
-	ecfg, err := enforcer.ConfigFromEnv()
+	// The state directory and the instance together (instanceConfig);
+	// daemon.Config.StateDir carries the choice on.
+	stateDir := pick(o.stateDir, fc.StateDir, "")
+	ecfg, err := instanceConfig(stateDir)
 	if err != nil {
 		return err
 	}
@@ -123,7 +130,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		AllowlistPath:    pick(o.allowlist, fc.Allowlist, daemon.DefaultAllowlist),
 		SocketPath:       pick(socketFlag, fc.Socket, api.SocketPath("")),
 		SocketMode:       sockMode,
-		StateDir:         pick(o.stateDir, fc.StateDir, ""),
+		StateDir:         stateDir,
 		Upstreams:        ups,
 		AuditLog:         pick(o.auditLog, fc.AuditLog, "/var/log/sluice/audit.jsonl"),
 		MetricsAddr:      pick(o.metricsAddr, fc.MetricsAddr, ""),

@@ -23,7 +23,7 @@ type kdnstestCidrKey struct {
 
 type kdnstestCounters struct {
 	_ structs.HostLayout
-	N [4]uint64
+	N [5]uint64
 }
 
 type kdnstestDnsOrig struct {

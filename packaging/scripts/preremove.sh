@@ -12,5 +12,5 @@ esac
 if [ -d /run/systemd/system ]; then
 	systemctl disable --now sluice.service >/dev/null 2>&1 || true
 fi
-/usr/bin/sluice cleanup >/dev/null 2>&1 || true
+sluice cleanup >/dev/null 2>&1 || true
 exit 0

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
 )
@@ -310,8 +311,10 @@ func TestMetricsMoveOnDenial(t *testing.T) {
 	}
 	probe := world.BuildProbe(t)
 	d := f.dir
-	// Two denials in the kernel, one by the session's proxy.
-	script := fmt.Sprintf(`%[1]s tcp 203.0.113.20 %[2]d; %[1]s tcp 203.0.113.20 %[2]d; %[1]s proxy-connect 203.0.113.20 %[2]d; echo > %[3]s/done; sleep 5`, probe, f.denied, d)
+	// Two denials in the kernel, one by the session's proxy, and glibc
+	// lookups, which try the nscd socket first: quiet refusals, which
+	// must not count as denials.
+	script := fmt.Sprintf(`%[1]s tcp 203.0.113.20 %[2]d; %[1]s tcp 203.0.113.20 %[2]d; %[1]s proxy-connect 203.0.113.20 %[2]d; getent passwd root >/dev/null; getent hosts localhost >/dev/null; echo > %[3]s/done; sleep 5`, probe, f.denied, d)
 	go f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
 	waitFile(t, d+"/done")
 	body := scrape()
@@ -320,8 +323,16 @@ func TestMetricsMoveOnDenial(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no per-session denied counter:\n%s", body)
 	}
-	if n, _ := strconv.Atoi(m[1]); n < 2 {
-		t.Fatalf("denied counter %d after 2 denials", n)
+	if n, _ := strconv.Atoi(m[1]); n != 2 {
+		t.Fatalf("denied counter %d after 2 denials and 2 glibc lookups (the lookups' nscd refusals are not denials):\n%s", n, body)
+	}
+	qm := regexp.MustCompile(`sluice_quiet_refusals_total\{session="[^"]+"\} (\d+)`).FindStringSubmatch(body)
+	if qm == nil {
+		t.Fatalf("no per-session quiet refusal counter:\n%s", body)
+	}
+	// Only where the kernel judges unix sockets does anything refuse nscd.
+	if n, _ := strconv.Atoi(qm[1]); n < 2 && loader.ProbeUnix() == nil {
+		t.Errorf("quiet refusals %d after 2 glibc lookups, want at least 2 (one nscd try each)", n)
 	}
 	pm := regexp.MustCompile(`sluice_proxy_requests_total\{protocol="connect",session="[^"]+",verdict="refused"\} (\d+)`).FindStringSubmatch(body)
 	if pm == nil || pm[1] != "1" {

@@ -81,6 +81,8 @@ type fixture struct {
 	log *lockedBuffer
 	// inherit are descriptors the next daemon inherits (from fd 3 on).
 	inherit []*os.File
+	// env is more environment for the next daemon.
+	env []string
 }
 
 func newFixture(t *testing.T, allowed ...string) *fixture {
@@ -166,7 +168,7 @@ func (f *fixture) startDaemon(t *testing.T) {
 		c = f.w.ClientCmd(context.Background(), "unshare", append([]string{"--mount", "--propagation", "private",
 			"sh", "-c", f.mountSetup + "\nexec \"$@\"", "sh", sluiceBin}, args...)...)
 	}
-	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
+	c.Env = append(append(os.Environ(), "SLUICE_INSTANCE="+f.instance), f.env...)
 	c.ExtraFiles = f.inherit
 	if f.log == nil {
 		f.log = &lockedBuffer{}
