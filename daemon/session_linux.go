@@ -151,7 +151,14 @@ func (ss *session) kernelEvent(ev loader.Event) {
 }
 
 func (ss *session) dnsEvent(ev dnsresolver.Event) {
-	ss.deliver(audit.FromDNS(ss.info.Name, ev, ss.s.SocketOwner(ev.Client)))
+	// The resolver answers as soon as it is attached, before the attach
+	// call has returned the session (a re-adopted session's kernel-path
+	// hand-overs arrive at once): the event then names no process.
+	owner := ""
+	if es := ss.s; es != nil {
+		owner = es.SocketOwner(ev.Client)
+	}
+	ss.deliver(audit.FromDNS(ss.info.Name, ev, owner))
 }
 
 // proxyEvent reports the session proxy's refusals (allowed requests raise
