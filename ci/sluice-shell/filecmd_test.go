@@ -46,11 +46,11 @@ func TestFilterEnvKeepsOrdinary(t *testing.T) {
 }
 
 func TestFilterPath(t *testing.T) {
-	writable := map[string]bool{"/home/runner": true, "/home/runner/work": true, "/tmp": true}
+	writable := map[string]bool{"/home/runner": true, "/home/runner/_work": true, "/tmp": true}
 	w := func(p string) bool { return writable[p] }
-	in := "/opt/tool/bin\n/home/runner/.local/bin\n/home/runner/work/_tool/node/bin\nrelative/bin\n/opt/../tmp/bin\n/tmp/x\n"
-	keep, dropped := filterPath([]byte(in), []string{"/home/runner/work/_tool"}, w)
-	if want := "/opt/tool/bin\n/home/runner/work/_tool/node/bin\n"; string(keep) != want {
+	in := "/opt/tool/bin\n/home/runner/.local/bin\n/home/runner/_work/_tool/node/bin\nrelative/bin\n/opt/../tmp/bin\n/tmp/x\n"
+	keep, dropped := filterPath([]byte(in), []string{"/home/runner/_work/_tool"}, w)
+	if want := "/opt/tool/bin\n/home/runner/_work/_tool/node/bin\n"; string(keep) != want {
 		t.Errorf("kept %q, want %q", keep, want)
 	}
 	if len(dropped) != 4 {
