@@ -8,9 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -162,35 +160,7 @@ func TestDaemonHoldsSocketNames(t *testing.T) {
 	target := netip.AddrPortFrom(world.DeniedV4, f.denied)
 	relay := f.w.Relay(t, "unix", filepath.Join(f.dir, "relay.sock"), target)
 	probe := world.BuildProbe(t)
-	setup := func(t *testing.T) string {
-		dir, err := os.MkdirTemp(f.dir, "ssh-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dir, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-		agent := filepath.Join(dir, "agent.7")
-		var ln net.Listener
-		if err := f.w.InClient(func() (err error) { ln, err = net.Listen("unix", agent); return err }); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		if err := os.Chown(agent, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("agent\n"))
-				c.Close()
-			}
-		}()
-		return agent
-	}
+	setup := func(t *testing.T) string { return agentSocket(t, f) }
 	script := func(agent string) string {
 		d := filepath.Dir(agent)
 		return fmt.Sprintf(`rm -f %[1]s; ln -s %[2]s %[1]s; mv %[3]s %[3]s.old && mkdir %[3]s && ln -s %[2]s %[1]s; %[4]s unix %[1]s`, agent, relay, d, probe)
