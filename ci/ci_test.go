@@ -504,7 +504,7 @@ func tcpTo(host string, port uint16) string {
 	return "exec 3<>/dev/tcp/" + host + "/" + atoiString(int(port)) + " || exit 7\necho reached " + host + "\n"
 }
 
-// TestGitHubJourney is the audit → block journey of README through the
+// TestGitHubJourney is the audit → block journey of docs/ci.md through the
 // action's scripts: an audit job reaches an allowed and a not-yet-allowed
 // host, its summary names the second and the learned allowlist holds
 // both; a block job with that allowlist passes; a later block job whose

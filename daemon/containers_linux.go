@@ -36,7 +36,7 @@ import (
 // engine configuration or privileged code inside the container, and it
 // covers the processes that no wrapper sees (docker exec). The price is
 // that the name of sluice's root must be known to the user: `sluice check`
-// and the README say it.
+// and docs/containers.md say it.
 //
 // Container sessions belong to root: only root and the admin group see
 // them. The container keeps its own network namespace; nothing of sluice

@@ -14,7 +14,8 @@
 #                                       state; the root file system is cached by
 #                                       tests/docker/images.sh ($SLUICE_DOCKER_CACHE)
 #
-# The container needs what the datapath needs (README, "Install"):
+# The container needs what the datapath needs (docs/containers.md, "sluice, and its test suite, in a
+# container without the daemon image"):
 # --cap-add SYS_ADMIN,NET_ADMIN,SYS_PTRACE (SYS_ADMIN covers bpf(2); docker 20.10
 # does not know CAP_BPF), the host's cgroup2
 # mount and bpffs, and no seccomp/AppArmor profile (bpf(2), mount(2)).

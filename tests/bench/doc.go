@@ -5,8 +5,8 @@
 // (confined), measured in alternating rounds (A B, then B A, to cancel
 // drift and order effects), and reported as the median of each arm and the
 // median of the per-round ratios B/A. It prints a markdown table on stdout,
-// ready to paste into README, preceded by a one-line machine summary;
-// progress goes to stderr.
+// ready to paste into docs/benchmarks.md (its headline rows into README),
+// preceded by a one-line machine summary; progress goes to stderr.
 //
 // What it measures:
 //

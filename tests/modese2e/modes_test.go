@@ -126,7 +126,7 @@ func TestLandlockModeUnprivileged(t *testing.T) {
 		{"udp", world.AllowedV4.String(), udp},
 	} {
 		r, stderr, _ := run(t, w, true, append(flags, append([]string{probe}, action...)...)...)
-		// Landlock filters ports, not addresses (README says so): when the
+		// Landlock filters ports, not addresses (docs/reference.md says so): when the
 		// kernel happens to give the proxy the world server's port number
 		// (it picks both at random, in different namespaces), the connect
 		// is allowed by design. That run proves nothing either way: run
