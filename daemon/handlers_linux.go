@@ -221,7 +221,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 		defer netns.Close()
 		w.Joined, w.NamespacesOf, w.NetNS = true, p.pidfd, netns
 	}
-	ss := &session{srv: s, pidfd: -1}
+	ss := &session{srv: s, pidfd: -1, stream: make(chan audit.Event, 64)}
 	if _, err := s.svc.Start(plan, w, [3]*os.File{files[0], files[1], files[2]}, nil, s.hooks(ss)); err != nil {
 		return nil, err
 	}

@@ -51,6 +51,9 @@ type Hooks struct {
 	Ending func(*Session, int)
 	// Ended runs after session_ended, before Done is closed.
 	Ended func(*Session, int)
+	// Note receives what the session's proxy reports that decides
+	// nothing (it could not reach an allowed host); nil: dropped.
+	Note func(string)
 }
 
 func (h Hooks) registered(ss *Session) (*os.File, error) {
@@ -225,6 +228,8 @@ func (ss *Session) dnsEvent(ev dnsresolver.Event) {
 func (ss *Session) ProxyEvent(ev proxy.Event) {
 	if e, ok := audit.FromProxy(ss.Info.Name, ev); ok {
 		ss.Deliver(e)
+	} else if ss.h.Note != nil {
+		ss.h.Note("proxy: " + ev.String())
 	}
 }
 
