@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 // Adopting a running process (POST /v1/sessions/adopt, `sluice adopt`).
@@ -218,7 +219,7 @@ func (s *Server) adoptPID(p peer, req api.AdoptRequest) (*session, error) {
 	// The session is in force on the empty cgroup: now the process.
 	if err := cg.Move(t.pid); err != nil {
 		ss.pidfd = -1 // still ours to close (keep is false)
-		s.dropSession(ss)
+		s.dropAttached(ss)
 		switch {
 		case errors.Is(err, unix.ESRCH):
 			return nil, fail(http.StatusNotFound, "pid %d exited before it could be adopted", t.pid)
@@ -246,7 +247,7 @@ func (s *Server) adoptPID(p peer, req api.AdoptRequest) (*session, error) {
 		msg += " in audit mode"
 	}
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: name, PID: uint32(t.pid), UID: &t.uid, Exe: t.exe,
-		Entries: policyStrings(ss.s), Message: msg})
+		Entries: sessions.PolicyStrings(ss.Enforced()), Message: msg})
 	go s.waitAdopted(ss)
 	return ss, nil
 }
@@ -256,33 +257,30 @@ func (s *Server) adoptPID(p peer, req api.AdoptRequest) (*session, error) {
 // in netns, and registers it. pidfd (or -1) is the adopted process's, for
 // signals; the session owns it from now on.
 func (s *Server) attachAdopted(name string, rec adoptRecord, netns *os.File, pidfd int) (*session, error) {
-	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(), pidfd: -1,
-		info: api.SessionInfo{Name: name, UID: 0, Created: rec.Created, PID: rec.PID, Audit: rec.Audit,
-			Argv: []string{fmt.Sprintf("adopted pid %d (%s)%s", rec.PID, rec.Comm, labelNote(rec.Label))}}}
+	ss := s.attached(api.SessionInfo{Name: name, UID: 0, Created: rec.Created, PID: rec.PID, Audit: rec.Audit,
+		Argv: []string{fmt.Sprintf("adopted pid %d (%s)%s", rec.PID, rec.Comm, labelNote(rec.Label))}}, nil, nil)
 	// The options of a container session (attachContainer), and the API
 	// socket: a nested `sluice run` of the adopted process reaches the
 	// daemon through it. No proxy: nothing in a running process's
 	// environment could name its port.
-	es, err := s.e.AttachSession(name, enforcer.Options{Policy: s.machine.Load(), Audit: rec.Audit, DNS: s.dnsOptions(ss),
+	es, err := s.e.AttachSession(name, enforcer.Options{Policy: s.machine.Load(), Audit: rec.Audit, DNS: ss.DNSOptions(),
 		SharedEvents: true, NetNS: netns, UnixSockets: []string{s.cfg.SocketPath}})
 	if err != nil {
 		return nil, err
 	}
-	ss.s = es
+	ss.Bind(es)
 	ss.pidfd = pidfd
-	s.mu.Lock()
-	s.sessions[name] = ss
-	s.mu.Unlock()
+	s.register(ss)
 	return ss, nil
 }
 
 // waitAdopted ends an adopted session when its cgroup empties, and
 // forgets its record; a daemon that stops first leaves both to the next.
 func (s *Server) waitAdopted(ss *session) {
-	ss.waitCommand()
+	ss.Wait()
 	select {
-	case <-ss.done:
-		_ = os.Remove(s.adoptRecordPath(ss.info.Name))
+	case <-ss.Done():
+		_ = os.Remove(s.adoptRecordPath(ss.Info.Name))
 	default:
 	}
 }

@@ -59,7 +59,7 @@ func (s *Server) caller(p peer) (caller, *session) {
 	confined, own := s.callerSession(p)
 	c := caller{uid: p.UID, admin: s.isAdmin(p), creator: s.mayCreate(p), confined: confined}
 	if own != nil {
-		c.session = own.info.Name
+		c.session = own.Info.Name
 	}
 	return c, own
 }
@@ -85,5 +85,5 @@ func (s *Server) lookupRef(name string) (sessionRef, bool) {
 
 // ref is ss as the rules see it.
 func (ss *session) ref() sessionRef {
-	return sessionRef{name: ss.info.Name, parent: ss.info.Parent, uid: ss.info.UID}
+	return sessionRef{name: ss.Info.Name, parent: ss.Info.Parent, uid: ss.Info.UID}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 // Whole containers as sessions.
@@ -111,26 +112,23 @@ func (s *Server) attachContainer(name string) error {
 		return err
 	}
 	defer netns.Close()
-	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(), pidfd: -1,
-		info: api.SessionInfo{Name: name, UID: 0, Created: time.Now().UTC(), Argv: []string{"container " + name[:12]}}}
-	es, err := s.e.AttachSession(name, enforcer.Options{Policy: s.machine.Load(), DNS: s.dnsOptions(ss),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true, NetNS: netns})
+	ss := s.attached(api.SessionInfo{Name: name, UID: 0, Created: time.Now().UTC(), Argv: []string{"container " + name[:12]}}, nil, nil)
+	es, err := s.e.AttachSession(name, enforcer.Options{Policy: s.machine.Load(), DNS: ss.DNSOptions(),
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, SharedEvents: true, NetNS: netns})
 	if err != nil {
 		return err
 	}
-	ss.s = es
-	s.mu.Lock()
-	s.sessions[name] = ss
-	s.mu.Unlock()
+	ss.Bind(es)
+	s.register(ss)
 	// The process the namespace came from stands for the container.
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if exe == "" {
 		exe = "?"
 	}
-	s.emit(audit.Event{Type: audit.SessionStarted, Session: name, UID: &ss.info.UID, Entries: policyStrings(es),
+	s.emit(audit.Event{Type: audit.SessionStarted, Session: name, UID: &ss.Info.UID, Entries: sessions.PolicyStrings(es),
 		PID: uint32(pid), Exe: exe,
 		Message: fmt.Sprintf("container %s confined: session %s", name[:12], name)})
-	go ss.waitCommand()
+	go ss.Wait()
 	return nil
 }
 

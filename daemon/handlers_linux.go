@@ -21,8 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/callerns"
 	"github.com/sluice-dev/sluice/cgroups"
-	"github.com/sluice-dev/sluice/enforcer"
-	"github.com/sluice-dev/sluice/sandbox"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 func (s *Server) routes() http.Handler {
@@ -76,11 +75,29 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeErr(w http.ResponseWriter, err error) {
-	var he *httpError
-	if !errors.As(err, &he) {
-		he = &httpError{code: http.StatusInternalServerError, msg: err.Error()}
-	}
+	he := asHTTP(err)
 	writeJSON(w, he.code, api.ErrorResponse{Error: he.msg})
+}
+
+// asHTTP is err as the API answers it: an httpError as it is, the
+// session service's errors by their kind, anything else a 500.
+func asHTTP(err error) *httpError {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	var se *sessions.Error
+	if errors.As(err, &se) {
+		code := http.StatusInternalServerError
+		switch se.Kind {
+		case sessions.Invalid:
+			code = http.StatusBadRequest
+		case sessions.Forbidden:
+			code = http.StatusForbidden
+		}
+		return &httpError{code: code, msg: se.Msg}
+	}
+	return &httpError{code: http.StatusInternalServerError, msg: err.Error()}
 }
 
 // decode reads a JSON body strictly: bounded size, no unknown fields, one
@@ -171,187 +188,50 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, ss)
 }
 
-// create validates a request and starts its session.
+// create starts the session of a request: the service applies the rules
+// (package sessions); the daemon says who the caller is and where its
+// command starts.
 func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*session, error) {
 	who, own := s.caller(p)
-	if err := who.mayCreate(s.cfg.SessionGroup); err != nil {
-		return nil, err
-	}
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return nil, fail(http.StatusBadRequest, "argv: a command is required")
-	}
-	if req.PidsMax < 0 || req.MemoryMax < 0 {
-		return nil, fail(http.StatusBadRequest, "pids_max and memory_max must not be negative")
-	}
-	spawn := cgroups.SpawnOptions{UID: p.UID, GID: p.GID, Groups: p.Groups}
-	if err := who.mayRunAs(req.User); err != nil {
-		return nil, err
-	}
-	if req.User != "" {
-		o, err := cgroups.LookupUser(req.User)
-		if err != nil {
-			return nil, fail(http.StatusBadRequest, "user %q: %v", req.User, err)
-		}
-		spawn = o
-	}
-	if spawn.UID == 0 {
-		return nil, fail(http.StatusBadRequest, "sluice never runs the command as root (it could leave its cgroup): pass user")
-	}
-	machine := s.machine.Load()
-	var requested *allowlist.Policy
-	if len(req.Allow) > 0 || len(req.Allowlist) > 0 {
-		var err error
-		if requested, err = allowlist.FromStrings(req.Allow); err != nil {
-			return nil, fail(http.StatusBadRequest, "allow: %v", err)
-		}
-		if len(req.Allowlist) > 0 {
-			doc, err := allowlist.Parse(req.Allowlist)
-			if err != nil {
-				return nil, fail(http.StatusBadRequest, "allowlist: %v", err)
-			}
-			requested = requested.Merge(doc)
-		}
-	}
-	var ownPolicy *allowlist.Policy
-	var ownSockets []string
-	parent := ""
+	c := sessions.Caller{UID: p.UID, GID: p.GID, Groups: p.Groups, Creator: who.creator, Confined: who.confined}
 	if own != nil {
-		ownPolicy, parent, ownSockets = own.s.Policy(), own.info.Name, own.givenEnvSockets()
+		c.Own = own.AsParent()
 	}
-	requested, err := sessionRequest(who, requested, machine, ownPolicy)
+	plan, err := sessions.Prepare(c, req, s.bounds(), nil, len(files))
 	if err != nil {
 		return nil, err
 	}
-	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
-		return nil, err
-	}
-	if err := mayAllowUserNS(who, req.AllowUserNS); err != nil {
-		return nil, err
-	}
-	if err := mayShareProcesses(who, req.ShareProcesses); err != nil {
-		return nil, err
-	}
-	// Hidden paths: the defaults and the session's own (which show_paths
-	// may exempt), and the machine's, which nothing exempts.
-	hidden, err := sandbox.HiddenPaths(machine.HiddenPaths(), requested.HiddenPaths(), req.ShowPaths)
-	if err != nil {
-		return nil, fail(http.StatusBadRequest, "%v", err)
-	}
-	readOnly, err := sandbox.ReadOnlyPaths(s.cfg.ReadOnlyPaths, req.ReadOnlyPaths)
-	if err != nil {
-		return nil, fail(http.StatusBadRequest, "read_only_paths: %v", err)
-	}
-	// Descriptors last: a request that is wrong anyway says so first.
-	if len(files) != 3 {
-		return nil, fail(http.StatusBadRequest, "pass stdin, stdout and stderr with the request (got %d descriptors)", len(files))
-	}
-	path := req.Path
-	if path == "" {
-		path = req.Argv[0]
-	}
-	if !strings.Contains(path, "/") {
-		return nil, fail(http.StatusBadRequest, "%s: command not found (pass an absolute path)", req.Argv[0])
-	}
-
 	// Last of the checks: a request that is wrong anyway says so first.
 	joined, err := s.callerWorld(p)
 	if err != nil {
 		return nil, err
 	}
-	// In the daemon's world now, what path names can be looked at. (In
-	// the caller's own namespaces, the shim says what it cannot run.)
-	var netns *os.File
-	if joined {
-		if netns, err = callerns.NetNS(p.pidfd); err != nil {
-			return nil, fail(http.StatusForbidden, "%v", err)
-		}
-		defer netns.Close()
-	} else if err := checkCommand(spawn, req.Dir, path); err != nil {
-		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)
-	}
-
-	ss := &session{srv: s, limit: audit.NewLimiter(), requested: requested, done: make(chan struct{}), stream: make(chan audit.Event, 64), started: make(chan struct{}),
-		info: api.SessionInfo{UID: spawn.UID, Created: time.Now().UTC(), Argv: slices.Clone(req.Argv), Audit: req.Audit, Parent: parent}}
-	es, err := s.e.NewSession(enforcer.Options{Policy: intersect(requested, machine), Audit: req.Audit,
-		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: s.dnsOptions(ss),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent}, SharedEvents: true, UnixSockets: []string{s.cfg.SocketPath}, NetNS: netns})
-	if err != nil {
-		return nil, fail(http.StatusBadRequest, "%v", err)
-	}
-	ss.s = es
-	ss.info.Name = es.Name()
-	ss.proxyPort = es.ProxyAddr().Port()
 	// The session's file system is built from the caller's view (its
 	// mount namespace, through the pidfd taken at connect, which pid reuse
 	// cannot redirect), not from the daemon's, which under systemd is the
 	// unit's sandbox.
-	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
-		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
-		Sandbox:          enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS, ReadOnly: readOnly},
-		EnvSocketsWithin: envSocketBounds(who, ownSockets)}
+	w := sessions.World{MountNamespaceOf: p.pidfd, Note: joinedNote(joined, p)}
 	if joined {
-		// Its resolver and proxy listen in the caller's network namespace
-		// (netns above), where the command's loopback is.
-		spec.Sandbox.NamespacesOf = p.pidfd
+		// Its resolver and proxy listen in the caller's network namespace,
+		// where the command's loopback is.
+		netns, err := callerns.NetNS(p.pidfd)
+		if err != nil {
+			return nil, fail(http.StatusForbidden, "%v", err)
+		}
+		defer netns.Close()
+		w.Joined, w.NamespacesOf, w.NetNS = true, p.pidfd, netns
 	}
-	var hid []string // filled on the spawning thread, before Start returns
-	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
-	spec.Sandbox.OnSocketDropped = func(name, why string) {
-		fmt.Fprintf(files[2], "sluice: note: the unix socket %s is not reachable in this session: %s\n", name, why)
-	}
-	s.mu.Lock()
-	s.sessions[ss.info.Name] = ss
-	s.mu.Unlock()
-	if err := ss.save(); err != nil {
-		s.dropSession(ss)
+	ss := &session{srv: s, pidfd: -1, stream: make(chan audit.Event, 64)}
+	if _, err := s.svc.Start(plan, w, [3]*os.File{files[0], files[1], files[2]}, nil, s.hooks(ss)); err != nil {
 		return nil, err
 	}
-	// The supervisor writes the command's status here, for this daemon or
-	// the next one (package exitstatus).
-	status, err := s.openExitStatus(ss.info.Name)
-	if err != nil {
-		s.dropSession(ss)
-		return nil, fail(http.StatusInternalServerError, "exit status file: %v", err)
-	}
-	spec.ExitStatus = status
-	cmd, err := es.Start(spec)
-	status.Close()
-	if err != nil {
-		close(ss.started)
-		s.dropSession(ss)
-		return nil, fail(http.StatusBadRequest, "start %s: %v", req.Argv[0], err)
-	}
-	ss.cmd = cmd
-	ss.info.PID = cmd.Process.Pid
-	ss.mu.Lock()
-	ss.envSockets = es.EnvUnixSockets()
-	ss.mu.Unlock()
-	s.sandboxStarted(cmd.Process.Pid, ss.info.Name)
-	ss.info.Hidden = hid
-	_ = ss.save() // with the pid, for the next daemon's signals
-	s.emit(audit.Event{Type: audit.SessionStarted, Session: ss.info.Name, PID: uint32(cmd.Process.Pid), UID: &spawn.UID,
-		Exe: path, Entries: policyStrings(es), Message: fmt.Sprintf("session %s started: %s%s%s", ss.info.Name, req.Argv[0], joinedNote(joined, p), sandbox.StartedNote(hid))})
-	close(ss.started)
-	go ss.waitCommand()
 	return ss, nil
 }
 
-// policyStrings is the session's policy as entry strings, for session_started.
-func policyStrings(es *enforcer.Session) []string {
-	var out []string
-	for _, e := range es.Policy().Entries() {
-		out = append(out, e.String())
-	}
-	return out
-}
-
-func (s *Server) dropSession(ss *session) {
-	_ = ss.s.Close()
-	_ = os.Remove(s.recordPath(ss.info.Name))
-	_ = os.Remove(s.exitPath(ss.info.Name))
-	s.mu.Lock()
-	delete(s.sessions, ss.info.Name)
-	s.mu.Unlock()
+// bounds are what bounds every session of the daemon: the machine
+// allowlist as it is now, the read-only paths.
+func (s *Server) bounds() sessions.Machine {
+	return sessions.Machine{Policy: s.machine.Load(), ReadOnly: s.cfg.ReadOnlyPaths, SessionGroup: s.cfg.SessionGroup, LookupUser: cgroups.LookupUser}
 }
 
 // stream writes the create response: the session, its events, its exit.
@@ -370,7 +250,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 		select {
 		case e := <-ss.stream:
 			_ = enc.Encode(api.StreamMessage{Event: &e})
-		case <-ss.done:
+		case <-ss.Done():
 			for {
 				select {
 				case e := <-ss.stream:
@@ -380,12 +260,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ss *session) {
 				}
 				break
 			}
-			ss.mu.Lock()
-			code := ss.exit
-			ss.mu.Unlock()
+			code := ss.Exit()
 			if code < 0 {
 				// Only a re-adopted session whose supervisor left no status.
-				_ = enc.Encode(api.StreamMessage{Error: fmt.Sprintf("session %s ended; its exit status is unknown (it was not recorded across the daemon restart)", ss.info.Name)})
+				_ = enc.Encode(api.StreamMessage{Error: fmt.Sprintf("session %s ended; its exit status is unknown (it was not recorded across the daemon restart)", ss.Info.Name)})
 			} else {
 				_ = enc.Encode(api.StreamMessage{Exit: &code})
 			}
@@ -458,15 +336,15 @@ func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if err := ss.s.Kill(); err != nil {
+	if err := ss.Enforced().Kill(); err != nil {
 		writeErr(w, err)
 		return
 	}
 	select {
-	case <-ss.done:
+	case <-ss.Done():
 	case <-time.After(5 * time.Second):
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"killed": ss.info.Name})
+	writeJSON(w, http.StatusOK, map[string]string{"killed": ss.Info.Name})
 }
 
 var signals = map[string]unix.Signal{"TERM": unix.SIGTERM, "INT": unix.SIGINT, "HUP": unix.SIGHUP, "QUIT": unix.SIGQUIT,
@@ -488,9 +366,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fail(http.StatusBadRequest, "unknown signal %q", req.Signal))
 		return
 	}
-	if ss.cmd == nil || ss.cmd.Process == nil {
+	if cmd := ss.Cmd(); cmd == nil || cmd.Process == nil {
 		if ss.pidfd < 0 {
-			writeErr(w, fail(http.StatusConflict, "session %s was re-adopted and its first process is unknown; kill the session instead", ss.info.Name))
+			writeErr(w, fail(http.StatusConflict, "session %s was re-adopted and its first process is unknown; kill the session instead", ss.Info.Name))
 			return
 		}
 		// Re-adopted: the supervisor, through the pidfd taken at adoption.
@@ -498,14 +376,14 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, fail(http.StatusConflict, "signal: %v", err))
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.info.Name})
+		writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.Info.Name})
 		return
 	}
-	if err := ss.cmd.Process.Signal(sig); err != nil {
+	if err := ss.Cmd().Process.Signal(sig); err != nil {
 		writeErr(w, fail(http.StatusConflict, "signal: %v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.info.Name})
+	writeJSON(w, http.StatusOK, map[string]string{"signalled": ss.Info.Name})
 }
 
 // handleEvents streams events as NDJSON: root and the admin group see
@@ -713,8 +591,8 @@ func decodeEntries(w http.ResponseWriter, r *http.Request) (api.AllowRequest, []
 // request beyond the machine allowlist, a caller in another namespace.
 // Malformed requests (400) are the client's bug, not a decision.
 func (s *Server) auditRefusal(p peer, err error) {
-	var he *httpError
-	if !errors.As(err, &he) || he.code != http.StatusForbidden {
+	he := asHTTP(err)
+	if he.code != http.StatusForbidden {
 		return
 	}
 	uid := p.UID

@@ -86,22 +86,22 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(len(sessions)))
 	learnedTotal := 0
 	for _, ss := range sessions {
-		cnt, err := ss.s.Counters()
+		cnt, err := ss.Enforced().Counters()
 		if err == nil {
-			name := ss.info.Name
+			name := ss.Info.Name
 			ch <- prometheus.MustNewConstMetric(descConnects, prometheus.CounterValue, float64(cnt.Allowed), name, "allowed")
 			ch <- prometheus.MustNewConstMetric(descConnects, prometheus.CounterValue, float64(cnt.Denied), name, "denied")
 			ch <- prometheus.MustNewConstMetric(descConnects, prometheus.CounterValue, float64(cnt.Audited), name, "audited")
 			ch <- prometheus.MustNewConstMetric(descQuiet, prometheus.CounterValue, float64(cnt.Quiet), name)
 			ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(cnt.EventsLost), name)
 		}
-		if r := ss.s.Resolver(); r != nil {
+		if r := ss.Enforced().Resolver(); r != nil {
 			n := r.LearnedCount()
 			learnedTotal += n
-			ch <- prometheus.MustNewConstMetric(descLearned, prometheus.GaugeValue, float64(n), ss.info.Name)
+			ch <- prometheus.MustNewConstMetric(descLearned, prometheus.GaugeValue, float64(n), ss.Info.Name)
 		}
-		if st, ok := ss.s.ProxyStats(); ok {
-			collectProxy(ch, ss.info.Name, st)
+		if st, ok := ss.Enforced().ProxyStats(); ok {
+			collectProxy(ch, ss.Info.Name, st)
 		}
 	}
 	if capacity := c.s.e.Datapath().LearnedCapacity(); capacity > 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/sessions"
 
 	"github.com/sluice-dev/sluice/exitstatus"
 )
@@ -45,9 +46,9 @@ func (e *endedSessions) add(ss *session) {
 		e.byKey, e.at = map[string]*session{}, map[string]time.Time{}
 	}
 	now := time.Now()
-	e.byKey[ss.info.Name] = ss
-	e.at[ss.info.Name] = now
-	e.order = append(e.order, ss.info.Name)
+	e.byKey[ss.Info.Name] = ss
+	e.at[ss.Info.Name] = now
+	e.order = append(e.order, ss.Info.Name)
 	for len(e.order) > 0 && (len(e.order) > endedMax || now.Sub(e.at[e.order[0]]) > endedKeep) {
 		delete(e.byKey, e.order[0])
 		delete(e.at, e.order[0])
@@ -124,9 +125,7 @@ func (s *Server) endedWhileDown(r record) bool {
 		return false
 	}
 	_ = os.Remove(s.exitPath(r.Name))
-	ss := &session{srv: s, done: make(chan struct{}), started: closedChan(), exit: code,
-		info: api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
-	close(ss.done)
+	ss := &session{srv: s, Session: sessions.Ended(api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}, code)}
 	s.emit(audit.Event{Type: audit.SessionEnded, Session: r.Name, Exit: &code,
 		Message: fmt.Sprintf("session %s ended while no daemon was running", r.Name)})
 	s.ended.add(ss)

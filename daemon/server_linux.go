@@ -29,9 +29,9 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/callerns"
 	"github.com/sluice-dev/sluice/enforcer"
-	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/sandbox"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 // Config configures the daemon. Empty fields take the defaults.
@@ -102,10 +102,8 @@ type Server struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
-	// sandboxWatch reads the sessions' Landlock refusals (nil: they
-	// cannot be read); sandboxAttr finds their sessions.
-	sandboxWatch *kaudit.Watch
-	sandboxAttr  *kaudit.Attributor
+	// svc runs the sessions (package sessions); the daemon is its API.
+	svc *sessions.Service
 
 	global  *ringbuf.Reader // the datapath's global ring buffer
 	flushed chan struct{}   // the reader drained up to a Flush
@@ -181,6 +179,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
+	s.svc = sessions.NewService(s.e, sessions.Config{DNS: s.dnsOptions(), UnixSockets: []string{cfg.SocketPath},
+		SharedEvents: true, Drain: s.drainEvents, Stop: s.stop, Logf: s.logf,
+		OnSandboxDenied: func(access string) { s.metrics.sandbox.WithLabelValues(access).Inc() }})
 	if err := os.MkdirAll(s.stateDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("create daemon state directory: %w", err)
 	}
@@ -260,7 +261,11 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- s.metricsSrv.Serve(ml) }()
 	}
 	s.wg.Go(s.watchAllowlist)
-	s.watchSandbox()
+	s.svc.WatchSandbox()
+	go func() {
+		<-s.stop
+		s.svc.Close()
+	}()
 	if gr, err := s.e.Datapath().GlobalEvents(); err == nil {
 		// The daemon's sessions (and leftovers) deliver their deny events
 		// to the global ring buffer; one reader dispatches them.
@@ -370,7 +375,7 @@ func (s *Server) dispatch(ev loader.Event) {
 		}
 	}
 	if owner != nil {
-		owner.kernelEvent(ev)
+		owner.KernelEvent(ev)
 		return
 	}
 	if ev.Scoped {
@@ -406,7 +411,7 @@ func (s *Server) sessionByID(id uint64) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range s.sessions {
-		if ss.s.ID() == id {
+		if ss.Enforced().ID() == id {
 			return ss
 		}
 	}

@@ -4,16 +4,12 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/netip"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,40 +17,24 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
-	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
-	"github.com/sluice-dev/sluice/loader"
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 // recentMax bounds the denials kept per session for `sluice sessions show`.
 const recentMax = 20
 
-// session is a daemon-owned enforcer session and the command in it.
+// session is a daemon-owned session: the service's session (package
+// sessions) and what only the daemon keeps of it, its record's details,
+// its recent denials and its creating client's stream.
 type session struct {
-	srv       *Server
-	limit     *audit.Limiter
-	s         *enforcer.Session
-	info      api.SessionInfo
-	requested *allowlist.Policy // what the client asked for; nil = the machine's
-	cmd       *exec.Cmd         // nil after a re-adoption
-	pidfd     int               // after a re-adoption: the supervisor's, or -1
-	// proxyPort is the port the command's proxy variables name; after an
-	// adoption that could not serve it again, still the record's.
-	proxyPort uint16
+	*sessions.Session
+	srv   *Server
+	pidfd int // after a re-adoption: the supervisor's, or -1
 
-	mu sync.Mutex
-	// envSockets are the built-in unix sockets the command's environment
-	// chose and the session was given (enforcer.Session.EnvUnixSockets),
-	// kept on record: the bound of the sessions started from inside it.
-	// Until they are known (the command has just started), nil: a nested
-	// session started meanwhile gets none.
-	envSockets []string
-	recent     []audit.Event
-	stream     chan audit.Event // the creating client's response stream
-	started    chan struct{}    // closed once session_started is on record
-	done       chan struct{}
-	exit       int
+	mu     sync.Mutex
+	recent []audit.Event
+	stream chan audit.Event // the creating client's response stream
 }
 
 // record is what survives a daemon crash, in the state directory.
@@ -83,29 +63,22 @@ type record struct {
 	PID int `json:"pid,omitempty"`
 }
 
-// givenEnvSockets is envSockets, read under ss.mu.
-func (ss *session) givenEnvSockets() []string {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return slices.Clone(ss.envSockets)
-}
-
 func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDir(), name+".json") }
 
 func (ss *session) save() error {
-	p4, p6 := ss.s.DNSPorts()
-	r := record{Name: ss.info.Name, UID: ss.info.UID, Created: ss.info.Created, Audit: ss.info.Audit, DNSPort4: p4, DNSPort6: p6,
-		ProxyPort: ss.proxyPort, Parent: ss.info.Parent, PID: ss.info.PID, EnvSockets: ss.givenEnvSockets()}
-	if len(ss.info.Argv) > 0 {
-		r.Argv0 = ss.info.Argv[0]
+	p4, p6 := ss.Enforced().DNSPorts()
+	r := record{Name: ss.Info.Name, UID: ss.Info.UID, Created: ss.Info.Created, Audit: ss.Info.Audit, DNSPort4: p4, DNSPort6: p6,
+		ProxyPort: ss.ProxyPort, Parent: ss.Info.Parent, PID: ss.Info.PID, EnvSockets: ss.EnvSockets()}
+	if len(ss.Info.Argv) > 0 {
+		r.Argv0 = ss.Info.Argv[0]
 	}
-	if ss.requested == nil {
+	if ss.Requested == nil {
 		r.AllowAll = true
 	} else {
-		for _, e := range ss.requested.Entries() {
+		for _, e := range ss.Requested.Entries() {
 			r.Requested = append(r.Requested, e.String())
 		}
-		if l := ss.requested.Local(); !l.IsDefault() {
+		if l := ss.Requested.Local(); !l.IsDefault() {
 			r.Local = &l
 		}
 	}
@@ -113,86 +86,33 @@ func (ss *session) save() error {
 	if err != nil {
 		return err
 	}
-	path := ss.srv.recordPath(ss.info.Name)
+	path := ss.srv.recordPath(ss.Info.Name)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("save session %s: %w", ss.info.Name, err)
+		return fmt.Errorf("save session %s: %w", ss.Info.Name, err)
 	}
 	return os.Rename(tmp, path)
 }
 
-// dnsOptions are the session resolver's options, reporting its events.
-func (s *Server) dnsOptions(ss *session) *enforcer.DNSOptions {
+// dnsOptions are the options of every session's resolver, with the
+// daemon's upstreams and metrics.
+func (s *Server) dnsOptions() enforcer.DNSOptions {
 	d := s.cfg.DNS
 	d.Upstreams = s.cfg.Upstreams
-	d.OnEvent = func(ev dnsresolver.Event) { ss.dnsEvent(ev) }
 	d.ObserveUpstream = func(t time.Duration) { s.metrics.upstream.Observe(t.Seconds()) }
 	d.OnQuery = func(verdict string) { s.metrics.dnsQueries.WithLabelValues(verdict).Inc() }
-	return &d
+	return d
 }
 
-func (ss *session) kernelEvent(ev loader.Event) {
-	// An abstract name left to the session's Landlock scope is a denial
-	// only when no socket of the session has it.
-	ev, report := ss.s.ResolveScoped(ev)
-	if !report {
-		return
-	}
-	// A denial can race the start's audit line: keep the story in order.
-	select {
-	case <-ss.started:
-	case <-time.After(time.Second):
-	}
-	var learnedFrom func(netip.Addr) []string
-	if r := ss.s.Resolver(); r != nil {
-		learnedFrom = r.LearnedFrom
-	}
-	ss.deliver(audit.FromKernel(ss.info.Name, ev, learnedFrom))
-}
-
-func (ss *session) dnsEvent(ev dnsresolver.Event) {
-	// The resolver answers as soon as it is attached, before the attach
-	// call has returned the session (a re-adopted session's kernel-path
-	// hand-overs arrive at once): the event then names no process.
-	owner := ""
-	if es := ss.s; es != nil {
-		owner = es.SocketOwner(ev.Client)
-	}
-	ss.deliver(audit.FromDNS(ss.info.Name, ev, owner))
-}
-
-// proxyEvent reports the session proxy's refusals (allowed requests raise
-// no event).
-func (ss *session) proxyEvent(ev proxy.Event) {
-	if e, ok := audit.FromProxy(ss.info.Name, ev); ok {
-		ss.deliver(e)
-	}
-}
-
-// deliver sends a deny event everywhere it belongs, within the session's
-// rate limit (audit.Limiter).
-func (ss *session) deliver(e audit.Event) {
-	now := time.Now()
-	ok, report := ss.limit.Allow(now)
-	if !ok {
-		return
-	}
-	if report > 0 {
-		ss.reportSuppressed(report)
-	}
-	e.Time = now.UTC()
-	ss.publish(e)
-}
-
-// reportSuppressed writes the events_suppressed line for n events.
-func (ss *session) reportSuppressed(n int) {
-	ss.publish(audit.SuppressedEvent(ss.info.Name, n))
-}
-
-// publish sends e to the audit log, the metrics and the subscribers, the
-// session's recent denials and its client's stream.
-func (ss *session) publish(e audit.Event) {
+// Publish is the session's sink (sessions.Sink): every event goes to the
+// audit log, the metrics and the subscribers; its denials also to the
+// session's recent denials and its client's stream, which end with the
+// session's exit instead of session_ended.
+func (ss *session) Publish(e audit.Event) {
 	ss.srv.emit(e)
+	if e.Type == audit.SessionStarted || e.Type == audit.SessionEnded {
+		return
+	}
 	ss.mu.Lock()
 	ss.recent = append(ss.recent, e)
 	if len(ss.recent) > recentMax {
@@ -208,84 +128,97 @@ func (ss *session) publish(e audit.Event) {
 	}
 }
 
-// waitCommand waits for the command (or, after adoption, for the cgroup to
-// empty), then ends the session.
-func (ss *session) waitCommand() {
-	code := -1
-	if ss.cmd != nil {
-		err := ss.cmd.Wait()
-		code = 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				code = 128 + int(ws.Signal())
+// hooks are the daemon's part of ss's life: its place in the table of
+// sessions, its record and exit status file, and the copy kept for
+// clients that reattach after it ended.
+func (s *Server) hooks(ss *session) sessions.Hooks {
+	return sessions.Hooks{
+		Sink: ss,
+		Registered: func(c *sessions.Session) (*os.File, error) {
+			ss.Session = c
+			s.mu.Lock()
+			s.sessions[c.Info.Name] = ss
+			s.mu.Unlock()
+			if err := ss.save(); err != nil {
+				return nil, err
 			}
-		} else if err != nil {
-			code = 125
-		}
-	} else if err := ss.s.WaitEmpty(ss.srv.stop); err != nil {
-		return // daemon stopping: leave the session to the next daemon
-	} else {
-		// Re-adopted: the command was not this daemon's child, but its
-		// supervisor left the status behind.
-		code = ss.srv.adoptedExit(ss.info.Name)
+			// The supervisor writes the command's status here, for this
+			// daemon or the next one (package exitstatus).
+			status, err := s.openExitStatus(c.Info.Name)
+			if err != nil {
+				return nil, fail(http.StatusInternalServerError, "exit status file: %v", err)
+			}
+			return status, nil
+		},
+		Started: func(*sessions.Session) { _ = ss.save() }, // with the pid, for the next daemon's signals
+		Dropped: func(c *sessions.Session) {
+			_ = os.Remove(s.recordPath(c.Info.Name))
+			_ = os.Remove(s.exitPath(c.Info.Name))
+			s.mu.Lock()
+			delete(s.sessions, c.Info.Name)
+			s.mu.Unlock()
+		},
+		ExitOf: func(c *sessions.Session) int { return s.adoptedExit(c.Info.Name) },
+		Ending: func(c *sessions.Session, _ int) {
+			_ = os.Remove(s.recordPath(c.Info.Name))
+			_ = os.Remove(s.exitPath(c.Info.Name))
+			if c.Cmd() == nil && ss.pidfd >= 0 {
+				_ = unix.Close(ss.pidfd)
+			}
+		},
+		Ended: func(c *sessions.Session, code int) {
+			s.mu.Lock()
+			delete(s.sessions, c.Info.Name)
+			s.mu.Unlock()
+			// A copy without the closed enforcer session, for clients
+			// that reattach after a restart (reattach_linux.go).
+			s.ended.add(&session{srv: s, Session: sessions.Ended(c.Info, code)})
+		},
 	}
-	ss.end(code)
 }
 
-// end removes the session: leftover processes are killed, its cgroup, map
-// entries and record removed.
-func (ss *session) end(code int) {
-	ss.srv.sandboxEnded(ss.info.PID, ss.info.Name)
-	_ = ss.s.Kill()
-	ss.srv.drainEvents()
-	if err := ss.s.Close(); err != nil {
-		ss.srv.emit(audit.Event{Type: audit.SessionEnded, Session: ss.info.Name, Message: "cleanup: " + err.Error()})
-	}
-	if n := ss.limit.Flush(); n > 0 {
-		ss.reportSuppressed(n)
-	}
-	_ = os.Remove(ss.srv.recordPath(ss.info.Name))
-	_ = os.Remove(ss.srv.exitPath(ss.info.Name))
-	if ss.cmd == nil && ss.pidfd >= 0 {
-		_ = unix.Close(ss.pidfd)
-	}
-	// Publish while the session is still known, so its owner's event
-	// stream (filtered by session) gets the end too.
-	e := audit.Event{Type: audit.SessionEnded, Session: ss.info.Name, Message: fmt.Sprintf("session %s ended", ss.info.Name)}
-	if code >= 0 {
-		e.Exit = &code
-	}
-	ss.srv.emit(e)
-	ss.srv.mu.Lock()
-	delete(ss.srv.sessions, ss.info.Name)
-	ss.srv.mu.Unlock()
-	ss.mu.Lock()
-	ss.exit = code
-	ss.mu.Unlock()
-	// A copy without the closed enforcer session, for clients that
-	// reattach after a restart (reattach_linux.go).
-	ss.srv.ended.add(&session{srv: ss.srv, info: ss.info, done: closedChan(), started: closedChan(), exit: code})
-	close(ss.done)
+// attached is a daemon session for a cgroup the daemon did not create
+// (re-adopted, a container, an adopted process), not bound yet.
+func (s *Server) attached(info api.SessionInfo, requested *allowlist.Policy, envSockets []string) *session {
+	ss := &session{srv: s, pidfd: -1}
+	ss.Session = s.svc.Attached(info, requested, envSockets, s.hooks(ss))
+	return ss
+}
+
+// dropAttached undoes an attached session that could not be completed:
+// its datapath, its place in the table, its records.
+func (s *Server) dropAttached(ss *session) {
+	_ = ss.Enforced().Close()
+	ss.Forget()
+	_ = os.Remove(s.recordPath(ss.Info.Name))
+	_ = os.Remove(s.exitPath(ss.Info.Name))
+	s.mu.Lock()
+	delete(s.sessions, ss.Info.Name)
+	s.mu.Unlock()
+}
+
+// register puts a bound attached session in the table of sessions.
+func (s *Server) register(ss *session) {
+	s.mu.Lock()
+	s.sessions[ss.Info.Name] = ss
+	s.mu.Unlock()
 }
 
 // infoNow is the session's info with live counters.
 func (ss *session) infoNow() api.SessionInfo {
-	info := ss.info
-	if ss.s == nil {
+	info := ss.Info
+	es := ss.Enforced()
+	if es == nil {
 		return info // ended before this daemon started (endedWhileDown)
 	}
-	for _, e := range ss.s.Policy().Entries() {
-		info.Policy = append(info.Policy, e.String())
-	}
-	if procs, err := ss.s.Procs(); err == nil {
+	info.Policy = sessions.PolicyStrings(es)
+	if procs, err := es.Procs(); err == nil {
 		info.Processes = len(procs)
 	}
-	if c, err := ss.s.Counters(); err == nil {
+	if c, err := es.Counters(); err == nil {
 		info.Allowed, info.Denied, info.Audited = c.Allowed, c.Denied, c.Audited
 	}
-	if r := ss.s.Resolver(); r != nil {
+	if r := es.Resolver(); r != nil {
 		info.LearnedIPs = r.LearnedCount()
 	}
 	ss.mu.Lock()
@@ -326,8 +259,7 @@ func (s *Server) adoptAll() {
 }
 
 func (s *Server) adopt(r record) error {
-	ss := &session{srv: s, limit: audit.NewLimiter(), done: make(chan struct{}), started: closedChan(), proxyPort: r.ProxyPort, envSockets: r.EnvSockets,
-		info: api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent}}
+	var requested *allowlist.Policy
 	if !r.AllowAll {
 		p, err := allowlist.FromStrings(r.Requested)
 		if err != nil {
@@ -338,28 +270,28 @@ func (s *Server) adopt(r record) error {
 				return err
 			}
 		}
-		ss.requested = p
+		requested = p
 	}
-	policy := intersect(ss.requested, s.machine.Load())
-	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: s.dnsOptions(ss),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.proxyEvent, Port: r.ProxyPort}, SharedEvents: true,
+	ss := s.attached(api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent},
+		requested, r.EnvSockets)
+	ss.ProxyPort = r.ProxyPort
+	policy := sessions.Intersect(requested, s.machine.Load())
+	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: ss.DNSOptions(),
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent, Port: r.ProxyPort}, SharedEvents: true,
 		UnixSockets: append([]string{s.cfg.SocketPath}, r.EnvSockets...)}, r.DNSPort4, r.DNSPort6)
 	if err != nil {
 		return err
 	}
-	ss.s = es
+	ss.Bind(es)
 	if err := es.SetPolicy(policy); err != nil {
 		return err
 	}
-	ss.pidfd = -1
 	if fd, ok := supervisorPidfd(r.PID, r.Name); ok {
-		ss.pidfd, ss.info.PID = fd, r.PID
+		ss.pidfd, ss.Info.PID = fd, r.PID
 	}
-	s.mu.Lock()
-	s.sessions[r.Name] = ss
-	s.mu.Unlock()
+	s.register(ss)
 	_ = ss.save()
-	go ss.waitCommand()
+	go ss.Wait()
 	msg := fmt.Sprintf("session %s re-adopted after a daemon restart", r.Name)
 	if err := es.ProxyError(); err != nil {
 		// The command's proxy variables cannot be changed: say why
@@ -369,10 +301,4 @@ func (s *Server) adopt(r record) error {
 	}
 	s.emit(audit.Event{Type: audit.SessionAdopted, Session: r.Name, Message: msg})
 	return nil
-}
-
-func closedChan() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 // fileStamp identifies a version of the allowlist file cheaply: editors
@@ -78,10 +79,10 @@ func (s *Server) apply(p *allowlist.Policy, actor *uint32, what string) {
 	old := s.machine.Swap(p)
 	var errs []error
 	for _, ss := range s.snapshot() {
-		if err := ss.s.SetPolicy(intersect(ss.requested, p)); err != nil {
+		if err := ss.Enforced().SetPolicy(sessions.Intersect(ss.Requested, p)); err != nil {
 			errs = append(errs, err)
 		}
-		if r := ss.s.Resolver(); r != nil {
+		if r := ss.Enforced().Resolver(); r != nil {
 			r.Prune()
 		}
 	}

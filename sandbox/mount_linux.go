@@ -251,6 +251,11 @@ type target struct {
 // detached again.
 func hide(globs []Glob, shown []string, hid func(string)) error {
 	targets, err := openTargets(globs, shown)
+	if err == nil {
+		var more []target
+		more, err = openAliases(targets)
+		targets = append(targets, more...)
+	}
 	defer func() {
 		for _, t := range targets {
 			unix.Close(t.fd)
@@ -304,6 +309,61 @@ func openTargets(globs []Glob, shown []string) ([]target, error) {
 		}
 	}
 	return targets, nil
+}
+
+// openAliases opens the other paths at which each target's file is
+// reachable through another mount of its file system (aliases.go), in
+// this thread's mount namespace: the thread has one of its own, so its
+// table is /proc/thread-self's, not /proc/self's. Only a path that is the
+// same file (device and inode) is kept; the names are the aliases', so
+// the session's notice says where the file was hidden. Hard links are
+// not found: only a scan of the whole file system could.
+func openAliases(targets []target) ([]target, error) {
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: hidden paths: %w", err)
+	}
+	mounts, err := parseMounts(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: hidden paths: %w", err)
+	}
+	var out []target
+	seen := map[string]bool{}
+	for _, t := range targets {
+		seen[t.path] = true
+	}
+	for _, t := range targets {
+		var stx unix.Statx_t
+		if err := unix.Statx(t.fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+			continue // no mount id (a kernel before 5.8): the named path only
+		}
+		real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", t.fd))
+		if err != nil || !filepath.IsAbs(real) {
+			continue
+		}
+		for _, alias := range aliasPaths(mounts, int(stx.Mnt_id), real) {
+			if seen[alias] {
+				continue
+			}
+			fd, err := unix.Open(alias, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue // not reachable there (stacked over, or not searchable)
+			}
+			var a unix.Statx_t
+			if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO, &a); err != nil ||
+				a.Ino != stx.Ino || a.Dev_major != stx.Dev_major || a.Dev_minor != stx.Dev_minor {
+				unix.Close(fd)
+				continue
+			}
+			seen[alias] = true
+			out = append(out, target{path: alias, fd: fd, dir: t.dir})
+		}
+	}
+	return out, nil
 }
 
 // cover lays a read-only clone of the staging file or directory over each

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -81,7 +82,7 @@ func TestNoPackageButTheCLIDependsOnTheServer(t *testing.T) {
 					t.Errorf("GOOS=%s: %s depends on %s", goos, pkg, daemonPkg)
 				}
 			}
-			for _, must := range []string{"api", "audit", "enforcer"} {
+			for _, must := range []string{"api", "audit", "enforcer", "sessions"} {
 				if !strings.Contains(string(out), modulePath+"/"+must+" ") && !strings.Contains(string(out), modulePath+"/"+must+"\n") {
 					t.Errorf("GOOS=%s: go list did not list %s/%s: the rule checked nothing there", goos, modulePath, must)
 				}
@@ -98,4 +99,73 @@ func stderrOf(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
+}
+
+// TestOneSessionLifecycle holds the house rule that a session's
+// command is started in one place, the session service (package
+// sessions): no other package of the module (the enforcer itself, which
+// defines them, and the tests aside) builds an enforcer.CommandSpec or
+// calls NewSession with enforcer.Options. The daemon and `sluice run`
+// are front doors to the service; a second lifecycle would drift from
+// the first, as it once did.
+func TestOneSessionLifecycle(t *testing.T) {
+	root := filepath.Join("..", "..")
+	found := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch rel {
+			case "tests", "sessions", "enforcer", ".git":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		found[rel] = true
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CompositeLit:
+				if isEnforcer(n.Type, "CommandSpec") {
+					t.Errorf("%s: builds an enforcer.CommandSpec: start commands through the session service (package sessions)", fset.Position(n.Pos()))
+				}
+			case *ast.CallExpr:
+				sel, ok := n.Fun.(*ast.SelectorExpr)
+				if ok && sel.Sel.Name == "NewSession" && len(n.Args) == 1 {
+					if lit, ok := n.Args[0].(*ast.CompositeLit); ok && isEnforcer(lit.Type, "Options") {
+						t.Errorf("%s: creates an enforcer session: create sessions through the session service (package sessions)", fset.Position(n.Pos()))
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, must := range []string{"daemon/handlers_linux.go", "cmd/sluice/run_linux.go"} {
+		if !found[must] {
+			t.Errorf("%s was not read: the rule checked nothing there", must)
+		}
+	}
+}
+
+// isEnforcer reports whether x is the expression enforcer.NAME.
+func isEnforcer(x ast.Expr, name string) bool {
+	sel, ok := x.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	id, ok := sel.X.(*ast.Ident)
+	return ok && id.Name == "enforcer" && sel.Sel.Name == name
 }

@@ -20,37 +20,55 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/sandbox"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
-// runViaDaemon runs the command in a session of the running daemon, which
-// spawns it with this process's stdin, stdout and stderr.
-func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
+// sessionRunner runs a session: the daemon's client (api.Client), or the
+// session service in this process (sessions.Local).
+type sessionRunner interface {
+	Run(ctx context.Context, req api.CreateRequest, stdio [3]*os.File, started func(api.SessionInfo), fn func(audit.Event)) (int, error)
+	Signal(ctx context.Context, name, sig string) error
+}
+
+// runSession runs the command in a session of r, which spawns it with this
+// process's stdin, stdout and stderr: one runner, whether the daemon or
+// this process serves the session.
+func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) error {
 	stderr := cmd.ErrOrStderr()
-	if len(o.passFiles) > 0 {
+	local, inProcess := r.(*sessions.Local)
+	if len(o.passFiles) > 0 && !inProcess {
 		return &exitError{code: exitSluiceError, err: errors.New("--preserve-fds: the daemon's sessions get stdin, stdout and stderr only; run the command with the embedded enforcer (sudo sluice run, with no daemon socket) to pass more")}
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
-	if len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") || cmd.Flags().Changed("dns-max-ips-per-name") {
+	if !inProcess && (len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") || cmd.Flags().Changed("dns-max-ips-per-name")) {
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
 	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
 		ShowPaths: o.showPaths, ReadOnlyPaths: o.readOnly, ShareProcesses: o.shareProcesses, AllowUserNS: o.allowUserNS}
-	// --allow entries as strings; the file as it is, so allow_private and
-	// owners survive (the daemon parses it, and policy already did here).
-	_ = policy
-	req.Allow = append(req.Allow, o.allow...)
-	if o.allowlist != "" {
+	// To a daemon: --allow entries as strings, the file as it is, so
+	// allow_private and owners survive (the daemon parses its copy; this
+	// process's parse is the suggestion's base). In-process, the parsed
+	// policy itself (sessions.Local.Policy).
+	if !inProcess {
+		req.Allow = append(req.Allow, o.allow...)
+	}
+	if o.allowlist != "" && !inProcess {
 		b, err := os.ReadFile(o.allowlist)
 		if err != nil {
 			return &exitError{code: exitSluiceError, err: err}
 		}
 		req.Allowlist = b
 	}
-	if req.Dir, err = os.Getwd(); err != nil {
-		return &exitError{code: exitSluiceError, err: err}
+	// The daemon's child starts in this directory; in-process, the
+	// command inherits it as it is (even where its user could not enter
+	// it again by name).
+	if !inProcess {
+		if req.Dir, err = os.Getwd(); err != nil {
+			return &exitError{code: exitSluiceError, err: err}
+		}
 	}
 	req.User = o.user
 	if req.User == "" && os.Geteuid() == 0 {
@@ -70,10 +88,13 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 	}
 	defer alog.close()
 	rep := newReporter(stderr)
+	if inProcess {
+		local.OnNote = rep.Note
+	}
 	// The suggestion builds on what the session was given: the entries
 	// asked for, or without any, the machine allowlist it got.
 	base := policy
-	askedFor := len(o.allow) > 0 || o.allowlist != ""
+	askedFor := inProcess || len(o.allow) > 0 || o.allowlist != ""
 	var name atomic.Value
 	sigs := make(chan os.Signal, 8)
 	// The command is the daemon's child, not in this terminal's process
@@ -83,7 +104,7 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 	go func() {
 		for sig := range sigs {
 			if n, ok := name.Load().(string); ok {
-				_ = c.Signal(cmd.Context(), n, unix.SignalName(sig.(unix.Signal))[3:])
+				_ = r.Signal(cmd.Context(), n, unix.SignalName(sig.(unix.Signal))[3:])
 			}
 		}
 	}()
@@ -91,7 +112,7 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 		rep.Report(e, nil)
 		alog.write(e)
 	}
-	code, err := c.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
+	code, err := r.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
 		func(s api.SessionInfo) {
 			name.Store(s.Name)
 			if len(s.Hidden) > 0 {
@@ -106,11 +127,11 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 			alog.started(s.PID, s.UID, path, s.Policy, argv[0]+sandbox.StartedNote(s.Hidden))
 		}, onEvent)
 	var lost *api.StreamLostError
-	if errors.As(err, &lost) {
+	if c, ok := r.(*api.Client); ok && errors.As(err, &lost) {
 		code, err = reattach(cmd.Context(), c, lost.Session, o.reconnect, stderr, onEvent)
 	}
 	if err != nil {
-		return &exitError{code: exitSluiceError, err: err}
+		return &exitError{code: startFailure(err), err: err}
 	}
 	if code == 0 {
 		alog.ended(nil)
@@ -125,6 +146,15 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 		result = &exitError{code: code}
 	}
 	return writeSuggestion(o, rep, base, stderr, result)
+}
+
+// startFailure is sluice's exit status for a session that did not run:
+// 126 for a command the service found but could not execute, else 125.
+func startFailure(err error) int {
+	if sessions.KindOf(err) == sessions.Invalid && (errors.Is(err, os.ErrPermission) || errors.Is(err, unix.ENOEXEC)) {
+		return exitCannotExec
+	}
+	return exitSluiceError
 }
 
 // reattach waits up to bound for a daemon to answer for session name after

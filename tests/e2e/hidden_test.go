@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/tests/needs"
 )
@@ -237,6 +238,49 @@ func TestHiddenPathThroughSymlink(t *testing.T) {
 	twin.SysProcAttr = nobody
 	if out, _ := twin.CombinedOutput(); strings.Count(string(out), secretMarker) != 2 {
 		t.Fatalf("without sluice the secret is not readable under both names: %s", out)
+	}
+}
+
+// TestHiddenPathThroughAnotherMount: a hidden file, and a file in a hidden
+// directory, stay hidden where the same files are reachable through
+// another mount of their file system (a bind-mounted home or workspace):
+// hidden by file identity, not by the path the allowlist named.
+func TestHiddenPathThroughAnotherMount(t *testing.T) {
+	requireSluice(t)
+	dir := sharedDir(t)
+	token := plant(t, dir, "home/app/token")
+	inDir := plant(t, dir, "home/vault/key")
+	alias := filepath.Join(dir, "workspaces")
+	if err := os.Mkdir(alias, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The bind is made in a mount namespace of its own for the session's
+	// view and this test only: the host's table is never touched.
+	al := filepath.Join(dir, "al.json")
+	if err := os.WriteFile(al, fmt.Appendf(nil, `{"hidden_paths": [%q, %q]}`, token, filepath.Join(dir, "home/vault")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	viaAlias := []string{filepath.Join(alias, "app/token"), filepath.Join(alias, "vault/key")}
+	script := fmt.Sprintf("cat %s %s %s %s 2>&1; true", shq(token), shq(inDir), shq(viaAlias[0]), shq(viaAlias[1]))
+	bind := fmt.Sprintf("mount --make-rprivate / && mount --bind %s %s && exec \"$@\"", shq(filepath.Join(dir, "home")), shq(alias))
+
+	// The twin: without sluice, the bind shows both secrets again.
+	twin := exec.Command("unshare", "--mount", "sh", "-c", bind, "sh", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script)
+	if out, err := twin.CombinedOutput(); strings.Count(string(out), secretMarker) != 4 {
+		t.Fatalf("without sluice the secrets are not readable under both mounts (%v): %s", err, out)
+	}
+	args := append([]string{"unshare", "--mount", "sh", "-c", bind, "sh", sluiceBin}, runArgs(nil, []string{"--allowlist", al}, "sh", "-c", script)...)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = sluiceEnv()
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if strings.Contains(string(out), secretMarker) {
+		t.Errorf("a hidden file was read through another mount: %s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "workspaces/app/token") {
+		t.Errorf("the session did not run, or its notice does not name the alias it hid (%v): %s", err, out)
 	}
 }
 

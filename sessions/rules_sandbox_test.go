@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package daemon
+package sessions
 
 import "testing"
 
 func TestMayShareProcesses(t *testing.T) {
-	free := caller{uid: 1000, creator: true}
-	confined := caller{uid: 1000, creator: true, confined: true, session: "run-1"}
-	elsewhere := caller{uid: 1000, creator: true, confined: true}
+	free := Caller{UID: 1000, Creator: true}
+	confined := Caller{UID: 1000, Creator: true, Confined: true, Own: &Parent{Name: "run-1"}}
+	elsewhere := Caller{UID: 1000, Creator: true, Confined: true}
 	for _, tc := range []struct {
 		name    string
-		c       caller
+		c       Caller
 		request bool
 		ok      bool
 	}{

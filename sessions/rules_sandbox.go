@@ -1,17 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package daemon
-
-import "net/http"
+package sessions
 
 // mayShareProcesses is the rule for share_processes, which turns a
 // session's process isolation off: a confined caller may not ask for it.
 // The new session's command is the daemon's child, outside the caller's
 // Landlock domain, so it would reach the user's processes that the
 // caller's own session keeps out of reach.
-func mayShareProcesses(c caller, requested bool) error {
-	if requested && c.confined {
-		return fail(http.StatusForbidden, "share_processes: a confined caller may not turn process isolation off")
+func mayShareProcesses(c Caller, requested bool) error {
+	if requested && c.Confined {
+		return failf(Forbidden, "share_processes: a confined caller may not turn process isolation off")
 	}
 	return nil
 }
@@ -19,9 +17,9 @@ func mayShareProcesses(c caller, requested bool) error {
 // mayAllowUserNS is the rule for allow_userns: a confined caller may not
 // ask for it, since its own session refuses it user namespaces and the
 // new session would be a way round that.
-func mayAllowUserNS(c caller, requested bool) error {
-	if requested && c.confined {
-		return fail(http.StatusForbidden, "allow_userns: a confined caller may not allow user namespaces")
+func mayAllowUserNS(c Caller, requested bool) error {
+	if requested && c.Confined {
+		return failf(Forbidden, "allow_userns: a confined caller may not allow user namespaces")
 	}
 	return nil
 }

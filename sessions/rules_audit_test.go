@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package daemon
+package sessions
 
 import "testing"
 
 func TestMayAudit(t *testing.T) {
-	free := caller{uid: 1000, creator: true}
-	confined := caller{uid: 1000, creator: true, confined: true, session: "run-1"}
+	free := Caller{UID: 1000, Creator: true}
+	confined := Caller{UID: 1000, Creator: true, Confined: true, Own: &Parent{Name: "run-1"}}
 	for _, tc := range []struct {
 		name              string
-		c                 caller
+		c                 Caller
 		ownAudit, request bool
 		ok                bool
 	}{

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package daemon
+package sessions
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 // the socket-family shim (enforcer.FamiliesShim), which is sluice's own
 // binary: spawning it succeeds whatever path names, and a command that
 // cannot run would fail only inside the shim, after the create request was
-// answered 200. So the daemon looks first, as the user would.
+// answered 200. So the service looks first, as the user would.
 //
 // It looks as the user: on a thread of its own whose file-system ids and
 // groups are the user's (setfsuid drops the daemon's DAC-override

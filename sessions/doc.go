@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package sessions is the session service: one confined session's whole
+// lifecycle, whoever asks for it. A front door (the daemon behind its
+// API, or `sluice run` in-process) says who the caller is (Caller) and
+// what it asks for (api.CreateRequest); the service
+//
+//   - applies the rules (Prepare: who may create a session and as whom,
+//     a policy may only narrow the machine allowlist and a confined
+//     caller's own session, audit and sandbox options, hidden and
+//     read-only paths), all platform-free and unit-tested without root;
+//   - builds the enforcer session and starts the command in it (Start);
+//   - runs the one event pipeline: datapath, resolver, proxy and sandbox
+//     refusals become audit.Events of the session, rate-limited, in
+//     order after session_started, handed to the front door's Sink;
+//   - ends the session when the command exits (Wait): leftover processes
+//     killed, pending denials drained, datapath removed, session_ended.
+//
+// The front doors keep only what is theirs: the daemon its HTTP layer,
+// records for re-adoption and event streams; `sluice run` its terminal
+// lines, --audit-log and suggestion. Local is the in-process front door's
+// runner, with the same Run as api.Client, so `sluice run` has one runner
+// whether a daemon serves it or not.
+package sessions
