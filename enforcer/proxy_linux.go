@@ -10,7 +10,7 @@ import (
 	"net/netip"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 // ProxyOptions start a session's allowlist proxy: programs that honour
