@@ -60,7 +60,7 @@ unit:
 # resolver's batched UDP loops, upstream readers and timeout sweep; the
 # proxy's tunnels. Needs cgo (gcc).
 race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./dnsresolver/ ./userspace/proxy/ ./allowlist/ </dev/null
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./dnsresolver/ ./proxy/ ./allowlist/ </dev/null
 
 # Bounded fuzzing of the parsers that take hostile input: the allowlist
 # file, DNS answers (filtering and the whole resolve path), the UDP fast

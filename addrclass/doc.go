@@ -5,7 +5,7 @@
 // (loopback, private networks, link-local and cloud metadata, multicast,
 // reserved ranges). It is the one rule book shared by the session's DNS
 // resolver (dnsresolver), which drops such addresses from answers before
-// the datapath learns them, and the allowlist proxy (userspace/proxy),
+// the datapath learns them, and the allowlist proxy (proxy),
 // which drops them from what it resolves before it dials: both must judge
 // an answer the same way, and neither should import the other to do so.
 //

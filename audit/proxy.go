@@ -2,7 +2,7 @@
 
 package audit
 
-import "github.com/sluice-dev/sluice/userspace/proxy"
+import "github.com/sluice-dev/sluice/proxy"
 
 // FromProxy is the audit event of a session proxy's refusal; ok is false
 // for its other events (failures to reach an allowed host, malformed

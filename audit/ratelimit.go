@@ -21,19 +21,42 @@ const (
 	eventRate  = 100 // lines a second once the burst is spent
 )
 
+// Bucket is a token bucket: Burst tokens at once, then Rate a second. The
+// zero time is "never taken": the first Take finds the bucket full. It is
+// not safe for concurrent use; its owner holds a lock.
+type Bucket struct {
+	Burst, Rate float64
+	tokens      float64
+	last        time.Time
+}
+
+// Take spends a token at now, or says that none is left.
+func (b *Bucket) Take(now time.Time) bool {
+	if b.last.IsZero() {
+		b.tokens = b.Burst
+	} else {
+		b.tokens = min(b.Burst, b.tokens+now.Sub(b.last).Seconds()*b.Rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
 // Limiter is a session's token bucket for deny lines, in the daemon and
 // in `sluice run --audit-log` alike; the daemon also limits its API
 // refusal lines with one.
 type Limiter struct {
 	mu         sync.Mutex
-	tokens     float64
-	last       time.Time
+	bucket     Bucket
 	suppressed int
 	reported   time.Time // when the last events_suppressed line went out
 }
 
 // NewLimiter returns a full bucket.
-func NewLimiter() *Limiter { return &Limiter{tokens: eventBurst} }
+func NewLimiter() *Limiter { return &Limiter{bucket: Bucket{Burst: eventBurst, Rate: eventRate}} }
 
 // Allow says whether an event at now may be written, and how many were
 // suppressed before it that must be reported first (0: none, or not yet:
@@ -41,15 +64,10 @@ func NewLimiter() *Limiter { return &Limiter{tokens: eventBurst} }
 func (l *Limiter) Allow(now time.Time) (ok bool, report int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.last.IsZero() {
-		l.tokens = min(eventBurst, l.tokens+now.Sub(l.last).Seconds()*eventRate)
-	}
-	l.last = now
-	if l.tokens < 1 {
+	if !l.bucket.Take(now) {
 		l.suppressed++
 		return false, 0
 	}
-	l.tokens--
 	if l.suppressed > 0 && now.Sub(l.reported) >= time.Second {
 		report, l.suppressed, l.reported = l.suppressed, 0, now
 	}

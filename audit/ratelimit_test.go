@@ -51,3 +51,29 @@ func TestLimiter(t *testing.T) {
 		t.Errorf("written %d + reported %d + flushed = %d, want every one of 3000 accounted for", written, reported, total)
 	}
 }
+
+// TestBucketRefills: full at first, empty after its burst, one token back
+// per 1/Rate seconds and never more than the burst.
+func TestBucketRefills(t *testing.T) {
+	b := Bucket{Burst: 3, Rate: 2}
+	t0 := time.Unix(1000, 0)
+	for i := range 3 {
+		if !b.Take(t0) {
+			t.Fatalf("take %d of a full bucket of 3 refused", i+1)
+		}
+	}
+	if b.Take(t0) {
+		t.Fatal("a fourth take in the same instant allowed")
+	}
+	if !b.Take(t0.Add(500*time.Millisecond)) || b.Take(t0.Add(500*time.Millisecond)) {
+		t.Error("half a second at 2/s: want exactly one token back")
+	}
+	later := t0.Add(time.Hour)
+	n := 0
+	for b.Take(later) {
+		n++
+	}
+	if n != 3 {
+		t.Errorf("after an hour %d tokens, want the burst 3", n)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/internal/atomicfile"
 	"github.com/sluice-dev/sluice/sessions"
 )
 
@@ -356,11 +357,7 @@ func (s *Server) saveAdoptRecord(name string, rec adoptRecord) error {
 	if err != nil {
 		return err
 	}
-	path := s.adoptRecordPath(name)
-	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
-		return fmt.Errorf("save the record of %s: %w", name, err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	if err := atomicfile.Write(s.adoptRecordPath(name), b, 0o600, nil); err != nil {
 		return fmt.Errorf("save the record of %s: %w", name, err)
 	}
 	return nil

@@ -5,7 +5,7 @@ package daemon
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 // metrics are the daemon's Prometheus metrics. Per-session connection

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/internal/atomicfile"
 	"github.com/sluice-dev/sluice/sessions"
 )
 
@@ -105,23 +106,7 @@ func (s *Server) writeAllowlist(p *allowlist.Policy, actor uint32, what string) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".network_allowlist-*.json")
-	if err != nil {
-		return fmt.Errorf("write allowlist: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(p.Format()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write allowlist: %w", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), s.cfg.AllowlistPath); err != nil {
+	if err := atomicfile.Write(s.cfg.AllowlistPath, p.Format(), 0o644, nil); err != nil {
 		return fmt.Errorf("replace allowlist: %w", err)
 	}
 	s.mu.Lock()

@@ -13,41 +13,12 @@ import (
 
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/sandbox"
+	"github.com/sluice-dev/sluice/sandbox/shim"
 )
 
 // SessionEnv names the variable that tells a confined command which sluice
 // session it runs in.
 const SessionEnv = "SLUICE_SESSION"
-
-// FamiliesShim is the hidden subcommand of the sluice binary that installs
-// the socket-family seccomp filter (userspace/landlock.ExecFamilies) and
-// execs the command. Every session's command starts through it, so the
-// command cannot open sockets the datapath does not see (AF_VSOCK and the
-// like). The shim execs the command in place: same pid, same cgroup, same
-// credentials.
-const FamiliesShim = "__families"
-
-// Flags of FamiliesShim that turn sandbox layers off; without them the
-// shim puts the command in a Landlock domain scoped to its session
-// (sandbox.RestrictSelf), so a spec's zero value is the safe one.
-const (
-	// ShimShareProcesses leaves the command without the Landlock domain:
-	// it can trace and signal the user's processes outside the session.
-	ShimShareProcesses = "--share-processes"
-	// ShimAbstractUnix leaves abstract unix sockets outside the session
-	// reachable.
-	ShimAbstractUnix = "--abstract-unix"
-	// ShimAllowUserNS lets a command without the Landlock domain create
-	// user namespaces, in which it could mount over the names of allowed
-	// unix sockets (sandbox.RefuseUserNamespaces says why they are
-	// refused).
-	ShimAllowUserNS = "--allow-userns"
-	// ShimExitFD N, before the other arguments, makes the shim the
-	// session's supervisor: it runs the shim with the rest of its
-	// arguments as its child and writes the child's exit status to
-	// descriptor N (package exitstatus). The daemon's sessions use it.
-	ShimExitFD = "--exit-fd"
-)
 
 // SandboxSpec is what a session's command may touch besides the network
 // (package sandbox). Its zero value is the default: every layer on, the
@@ -95,61 +66,12 @@ type SandboxSpec struct {
 	OnSocketDropped func(name, why string)
 }
 
-// shimArgs is the command line of FamiliesShim that runs path with argv
-// under sb.
-func shimArgs(shim, path string, argv []string, sb SandboxSpec) []string {
-	args := []string{shim, FamiliesShim, "--path", path}
-	if sb.ShareProcesses {
-		args = append(args, ShimShareProcesses)
-	}
-	if sb.AbstractUnix {
-		args = append(args, ShimAbstractUnix)
-	}
-	if sb.AllowUserNamespaces {
-		args = append(args, ShimAllowUserNS)
-	}
-	return append(append(args, "--"), argv...)
-}
-
-// ShimOptions is what FamiliesShim's command line asks for.
-type ShimOptions struct {
-	Path           string
-	ShareProcesses bool
-	AbstractUnix   bool
-	AllowUserNS    bool
-	Argv           []string
-}
-
-// ParseShimArgs parses FamiliesShim's arguments (after its name):
-// --path PATH, the flags above, "--", then the command line.
-func ParseShimArgs(args []string) (ShimOptions, error) {
-	var o ShimOptions
-	usage := errors.New("usage: " + FamiliesShim + " --path PATH [" + ShimShareProcesses + "] [" + ShimAbstractUnix + "] [" + ShimAllowUserNS + "] -- ARGV")
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "--path":
-			if i+1 >= len(args) || o.Path != "" {
-				return ShimOptions{}, usage
-			}
-			i++
-			o.Path = args[i]
-		case ShimShareProcesses:
-			o.ShareProcesses = true
-		case ShimAbstractUnix:
-			o.AbstractUnix = true
-		case ShimAllowUserNS:
-			o.AllowUserNS = true
-		case "--":
-			o.Argv = args[i+1:]
-			if o.Path == "" || len(o.Argv) == 0 {
-				return ShimOptions{}, usage
-			}
-			return o, nil
-		default:
-			return ShimOptions{}, usage
-		}
-	}
-	return ShimOptions{}, usage
+// shimOptions is what the shim (package sandbox/shim) is told to put on
+// for sb before it execs path with argv. The zero SandboxSpec gives the
+// zero shim.Options, every layer on.
+func shimOptions(path string, argv []string, sb SandboxSpec) shim.Options {
+	return shim.Options{Path: path, Argv: argv, ShareProcesses: sb.ShareProcesses,
+		AbstractUnix: sb.AbstractUnix, AllowUserNamespaces: sb.AllowUserNamespaces}
 }
 
 // CommandSpec is what a caller asks for when it starts a session's
@@ -219,16 +141,16 @@ func (c CommandSpec) validate() error {
 }
 
 // build returns the command that runs c in the session named session: the
-// shim binary (sluice itself) re-executes as FamiliesShim, which execs
-// c.Path with c.Argv. The environment is c.Env, then the proxy variables
+// shim binary self (sluice itself) re-executes as the shim (shim.Name),
+// which execs c.Path with c.Argv. The environment is c.Env, then the proxy variables
 // (unless NoProxyEnv), then SessionEnv: later entries win, so a command
 // nested in a session cannot inherit a stale proxy or session name.
 // build does no I/O; it is the platform-free half of Session.Start.
-func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, error) {
+func (c CommandSpec) build(self, session string, proxyEnv []string) (*exec.Cmd, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if shim == "" {
+	if self == "" {
 		return nil, errors.New("no path to sluice's own binary for the socket-family shim")
 	}
 	env := slices.Clip(slices.Clone(c.Env))
@@ -236,19 +158,19 @@ func (c CommandSpec) build(shim, session string, proxyEnv []string) (*exec.Cmd, 
 		env = append(env, proxyEnv...)
 	}
 	env = append(env, SessionEnv+"="+session)
-	args := shimArgs(shim, c.Path, c.Argv, c.Sandbox)
+	args := shim.Args(self, shimOptions(c.Path, c.Argv, c.Sandbox))
 	extra := c.ExtraFiles
 	if c.ExitStatus != nil {
 		if len(c.ExtraFiles) > 0 {
 			return nil, errors.New("a supervised command (ExitStatus) takes no ExtraFiles: the supervisor's descriptor 3 is its exit status")
 		}
 		// ExtraFiles[0] is descriptor 3 in the shim, which then stays as
-		// the command's supervisor (ShimExitFD).
-		args = append([]string{args[0], args[1], ShimExitFD, "3"}, args[2:]...)
+		// the command's supervisor (shim.FlagExitFD).
+		args = append([]string{args[0], args[1], shim.FlagExitFD, "3"}, args[2:]...)
 		extra = []*os.File{c.ExitStatus}
 	}
 	return &exec.Cmd{
-		Path:       shim,
+		Path:       self,
 		Args:       args,
 		Env:        env,
 		Dir:        c.Dir,
@@ -273,8 +195,8 @@ type spawner interface {
 // startCommand builds c's command and spawns it, but only once sp says the
 // datapath is in force: a command never runs in a session that is not
 // enforced.
-func startCommand(sp spawner, c CommandSpec, shim, session string, proxyEnv []string) (*exec.Cmd, error) {
-	cmd, err := c.build(shim, session, proxyEnv)
+func startCommand(sp spawner, c CommandSpec, self, session string, proxyEnv []string) (*exec.Cmd, error) {
+	cmd, err := c.build(self, session, proxyEnv)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/sandbox/shim"
 )
 
 const testShim = "/usr/lib/sluice/sluice"
@@ -24,7 +25,7 @@ func TestBuildRunsThroughTheFamiliesShim(t *testing.T) {
 	if cmd.Path != testShim {
 		t.Errorf("Path = %q, want the shim %q", cmd.Path, testShim)
 	}
-	want := []string{testShim, FamiliesShim, "--path", "/usr/bin/curl", "--", "curl", "-s", "https://example.test"}
+	want := []string{testShim, shim.Name, "--path", "/usr/bin/curl", "--", "curl", "-s", "https://example.test"}
 	if !slices.Equal(cmd.Args, want) {
 		t.Errorf("Args = %q, want %q", cmd.Args, want)
 	}
@@ -202,27 +203,6 @@ func lastValue(env []string, key string) string {
 	return v
 }
 
-func TestShimArgsRoundTrip(t *testing.T) {
-	for _, sb := range []SandboxSpec{{}, {ShareProcesses: true}, {AbstractUnix: true}, {ShareProcesses: true, AbstractUnix: true}, {AllowUserNamespaces: true}} {
-		args := shimArgs(testShim, "/bin/sh", []string{"sh", "--", "-c"}, sb)
-		if args[0] != testShim || args[1] != FamiliesShim {
-			t.Fatalf("args %q", args)
-		}
-		o, err := ParseShimArgs(args[2:])
-		if err != nil {
-			t.Fatalf("%q: %v", args, err)
-		}
-		if o.Path != "/bin/sh" || o.ShareProcesses != sb.ShareProcesses || o.AbstractUnix != sb.AbstractUnix || o.AllowUserNS != sb.AllowUserNamespaces || !slices.Equal(o.Argv, []string{"sh", "--", "-c"}) {
-			t.Errorf("%q parsed as %+v", args, o)
-		}
-	}
-	for _, bad := range [][]string{nil, {"--path"}, {"--path", "/x"}, {"--path", "/x", "--"}, {"--", "x"}, {"--path", "/x", "--bogus", "--", "x"}, {"--path", "/x", "--path", "/y", "--", "x"}} {
-		if _, err := ParseShimArgs(bad); err == nil {
-			t.Errorf("ParseShimArgs(%q) accepted", bad)
-		}
-	}
-}
-
 // The zero SandboxSpec is the safe one: the shim isolates unless told not
 // to, so a caller that forgets the field gets every layer.
 func TestBuildDefaultsToTheSandbox(t *testing.T) {
@@ -230,8 +210,8 @@ func TestBuildDefaultsToTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := ParseShimArgs(cmd.Args[2:])
-	if err != nil || o.ShareProcesses || o.AbstractUnix || o.AllowUserNS {
+	o, err := shim.Parse(cmd.Args[2:])
+	if err != nil || o.ShareProcesses || o.AbstractUnix || o.AllowUserNamespaces {
 		t.Errorf("default shim args %q: %+v %v", cmd.Args, o, err)
 	}
 }
@@ -250,10 +230,10 @@ func TestBuildPassesTheExitStatusFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cmd.Args) < 4 || cmd.Args[2] != ShimExitFD || cmd.Args[3] != "3" {
-		t.Fatalf("Args = %q, want %s 3 first", cmd.Args, ShimExitFD)
+	if len(cmd.Args) < 4 || cmd.Args[2] != shim.FlagExitFD || cmd.Args[3] != "3" {
+		t.Fatalf("Args = %q, want %s 3 first", cmd.Args, shim.FlagExitFD)
 	}
-	if o, err := ParseShimArgs(cmd.Args[4:]); err != nil || o.Path != "/bin/true" || !slices.Equal(o.Argv, []string{"true"}) {
+	if o, err := shim.Parse(cmd.Args[4:]); err != nil || o.Path != "/bin/true" || !slices.Equal(o.Argv, []string{"true"}) {
 		t.Errorf("the supervisor's child gets %q: %+v %v", cmd.Args[4:], o, err)
 	}
 	if len(cmd.ExtraFiles) != 1 || cmd.ExtraFiles[0] != f {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/netns"
 )
 
 // DNSOptions configure a session's resolver.
@@ -81,7 +82,7 @@ func (s *Session) startResolver(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
-	if err := inNetNS(s.netns, func() error { return r.ListenLoopbackOn(d.preferPort4, d.preferPort6) }); err != nil {
+	if err := netns.Do(s.netns, func() error { return r.ListenLoopbackOn(d.preferPort4, d.preferPort6) }); err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
 	s.resolver = r

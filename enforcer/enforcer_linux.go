@@ -24,8 +24,8 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/proxy"
 	"github.com/sluice-dev/sluice/sandbox"
-	"github.com/sluice-dev/sluice/userspace/proxy"
 )
 
 // Config says where sluice keeps its objects. The zero value is filled in

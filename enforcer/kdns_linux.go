@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/netns"
 )
 
 // DNSPath says which path a session's UDP DNS takes.
@@ -351,7 +351,10 @@ func (in *injectors) socket(k injKey, nsPath string) (int, error) {
 	if nsPath == "" {
 		fd, err = open()
 	} else {
-		fd, err = inNetns(nsPath, open)
+		err = netns.DoPath(nsPath, func() (err error) {
+			fd, err = open()
+			return err
+		})
 	}
 	if err != nil {
 		return -1, fmt.Errorf("raw socket for DNS answers: %w", err)
@@ -361,45 +364,6 @@ func (in *injectors) socket(k injKey, nsPath string) (int, error) {
 	}
 	in.socks[k] = fd
 	return fd, nil
-}
-
-// inNetns runs f on a locked thread inside the network namespace at path.
-func inNetns(path string, f func() (int, error)) (int, error) {
-	type res struct {
-		fd  int
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		// The thread is left locked (and so discarded) if it cannot
-		// return to its own namespace.
-		self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- res{-1, err}
-			return
-		}
-		defer unix.Close(self)
-		target, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- res{-1, err}
-			return
-		}
-		defer unix.Close(target)
-		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-			ch <- res{-1, err}
-			return
-		}
-		fd, ferr := f()
-		if err := unix.Setns(self, unix.CLONE_NEWNET); err != nil {
-			ch <- res{fd, ferr}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- res{fd, ferr}
-	}()
-	r := <-ch
-	return r.fd, r.err
 }
 
 // clientNetns finds the network namespace of the session socket bound to

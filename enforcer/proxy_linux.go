@@ -10,7 +10,8 @@ import (
 	"net/netip"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/netns"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 // ProxyOptions start a session's allowlist proxy: programs that honour
@@ -45,7 +46,7 @@ func (s *Session) startProxy(opts Options) error {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	var l net.Listener
-	err = inNetNS(s.netns, func() (err error) {
+	err = netns.Do(s.netns, func() (err error) {
 		l, err = proxy.ListenLoopbackOn(context.Background(), opts.Proxy.Port)
 		return err
 	})

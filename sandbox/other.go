@@ -16,6 +16,12 @@ var errNotLinux = errors.New("sandbox: only on Linux")
 // LandlockABI is 0 outside Linux.
 func LandlockABI() int { return 0 }
 
+// ProbeLandlock says that there is no Landlock outside Linux.
+func ProbeLandlock() (int, error) { return 0, errNotLinux }
+
+// RestrictConnect fails outside Linux.
+func RestrictConnect([]uint16) error { return errNotLinux }
+
 // Scopes are what a session's Landlock domain confines (Linux only).
 type Scopes struct {
 	Signal       bool

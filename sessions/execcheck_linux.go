@@ -16,7 +16,7 @@ import (
 
 // checkCommand says why path (relative to dir, if relative) cannot be
 // executed in dir by user, or nil. Every session's command starts through
-// the socket-family shim (enforcer.FamiliesShim), which is sluice's own
+// the socket-family shim (package sandbox/shim), which is sluice's own
 // binary: spawning it succeeds whatever path names, and a command that
 // cannot run would fail only inside the shim, after the create request was
 // answered 200. So the service looks first, as the user would.

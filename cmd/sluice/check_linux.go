@@ -6,13 +6,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -86,7 +84,7 @@ func runChecks() []checkResult {
 			detail: `"loopback": "session" in an allowlist limits loopback to the session's own listeners (post_bind4/6), loopback_ports and its sluice resolver and proxy; the default "all" leaves loopback open`})
 	}
 
-	if abi, err := landlockABI(); err != nil {
+	if abi, err := sandbox.ProbeLandlock(); err != nil {
 		rs = append(rs, checkResult{name: "landlock", status: checkWarn, detail: "unavailable: " + err.Error(),
 			fix: "boot with lsm=...,landlock (only needed for the unprivileged fallback)"})
 	} else {
@@ -180,19 +178,6 @@ func unixCheck() checkResult {
 	}
 	return checkResult{name: "unix sockets", status: checkPass,
 		detail: "judged in the kernel (cgroup connect_unix, sendmsg_unix): a session reaches only the unix sockets its allowlist lists (unix_sockets), the built-in list and the sluice API socket"}
-}
-
-// landlockABI asks the kernel for its Landlock ABI version.
-func landlockABI() (int, error) {
-	const createRulesetVersion = 1 << 0
-	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(nil)), 0, createRulesetVersion)
-	if errno != 0 {
-		if errors.Is(errno, unix.EOPNOTSUPP) {
-			return 0, errors.New("disabled at boot")
-		}
-		return 0, errno
-	}
-	return int(r), nil
 }
 
 // placementCheck says where sessions' cgroups live on this machine, and

@@ -3,18 +3,13 @@
 package main
 
 import (
-	"time"
-
 	"github.com/spf13/cobra"
-
-	"github.com/sluice-dev/sluice/dnsresolver"
 )
 
 // daemonOptions are the flags of `sluice daemon`.
 type daemonOptions struct {
 	config           string
 	allowlist        string
-	upstreams        []string
 	stateDir         string
 	auditLog         string
 	metricsAddr      string
@@ -23,11 +18,7 @@ type daemonOptions struct {
 	containerCallers []string
 	readOnly         []string
 	socketMode       string
-	dnsTTLMin        time.Duration
-	dnsTTLMax        time.Duration
-	dnsGrace         time.Duration
-	dnsMaxIPs        int
-	dnsPath          string
+	dnsFlags
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -45,7 +36,6 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f := cmd.Flags()
 	f.StringVar(&o.config, "config", "/etc/sluice/sluice.json", "configuration file (flags override it; a missing default file is fine; an unknown key is an error)")
 	f.StringVar(&o.allowlist, "allowlist", "", "the machine allowlist (default /etc/sluice/network_allowlist.json)")
-	f.StringArrayVar(&o.upstreams, "dns-upstream", nil, "DNS server for allowed names, ADDR[:PORT] (repeatable; default: the host's resolv.conf)")
 	f.StringVar(&o.stateDir, "state-dir", "", "state directory (default /run/sluice, or /run/$SLUICE_INSTANCE; another one only with SLUICE_INSTANCE set, which also isolates the cgroup and pins)")
 	f.StringVar(&o.auditLog, "audit-log", "", "audit log file, JSON lines (default /var/log/sluice/audit.jsonl)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9469 (default off)")
@@ -54,11 +44,8 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f.StringArrayVar(&o.readOnly, "read-only", nil, "make `PATH` (a directory or a file, and everything below it) read-only in every session's mount namespace; absolute and clean (repeatable; joins the config's read_only_paths; sessions may add more, never remove one)")
 	f.StringVar(&o.socketMode, "socket-mode", "", "the API socket's mode, octal (default: 0660, group --group, when that group exists; else 0600, root only); 0666 lets everyone connect (each request is still authorised by the caller's credentials)")
 	f.StringVar(&o.adminGroup, "admin-group", "", "members of this group may change the machine allowlist (default: root only)")
-	f.DurationVar(&o.dnsTTLMin, "dns-ttl-min", dnsresolver.DefaultMinTTL, "learn answers for at least this long")
-	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
-	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
-	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
-	f.StringVar(&o.dnsPath, "dns-path", "", "where sessions' UDP DNS goes: auto (the session's resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the session's resolver); default: the config's dns_path, else "+dnsPathDefault)
+	o.addDNSFlags(f, "DNS server for allowed names, ADDR[:PORT] (repeatable; default: the host's resolv.conf)",
+		"where sessions' UDP DNS goes: auto (the session's resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the session's resolver); default: the config's dns_path, else "+dnsPathDefault)
 	return cmd
 }
 

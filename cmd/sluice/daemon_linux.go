@@ -104,7 +104,7 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	if err != nil {
 		return err
 	}
-	ups := o.upstreams
+	ups := o.dnsUpstreams
 	if len(ups) == 0 {
 		ups = fc.DNSUpstreams
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 // userspaceResolver gives the allowlist proxy of a userspace session

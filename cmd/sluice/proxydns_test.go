@@ -18,7 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 // TestUserspaceResolver: with --dns-upstream, a userspace session's proxy
@@ -39,7 +39,7 @@ func TestUserspaceResolver(t *testing.T) {
 	if cfg := withResolver(proxy.Config{}, nil); cfg.Resolve != nil {
 		t.Error("withResolver(nil) set a resolver")
 	}
-	if _, err := userspaceResolver(runOptions{dnsUpstreams: []string{"dns.example"}}, policy, rep, audit); err == nil || !strings.Contains(err.Error(), "--dns-upstream") {
+	if _, err := userspaceResolver(runOptions{dnsFlags: dnsFlags{dnsUpstreams: []string{"dns.example"}}}, policy, rep, audit); err == nil || !strings.Contains(err.Error(), "--dns-upstream") {
 		t.Fatalf("a name as upstream: %v", err)
 	}
 
@@ -66,7 +66,7 @@ func TestUserspaceResolver(t *testing.T) {
 	go func() { _ = srv.ActivateAndServe() }()
 	t.Cleanup(func() { _ = srv.Shutdown() })
 
-	o := runOptions{dnsUpstreams: []string{pc.LocalAddr().String()}}
+	o := runOptions{dnsFlags: dnsFlags{dnsUpstreams: []string{pc.LocalAddr().String()}}}
 	r, err = userspaceResolver(o, policy, rep, audit)
 	if err != nil || r == nil {
 		t.Fatalf("with --dns-upstream: %v, %v", r, err)

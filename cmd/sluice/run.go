@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
-	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/sandbox"
 )
 
@@ -30,12 +29,7 @@ type runOptions struct {
 	pidsMax   int64
 	memoryMax string
 
-	dnsUpstreams []string
-	dnsTTLMin    time.Duration
-	dnsTTLMax    time.Duration
-	dnsGrace     time.Duration
-	dnsMaxIPs    int
-	dnsPath      string
+	dnsFlags
 
 	mode          string
 	noProxyEnv    bool
@@ -142,12 +136,8 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.user, "user", "", "run the command as USER[:GROUP] (names or numeric ids; default: the sudo user)")
 	f.Int64Var(&o.pidsMax, "pids-max", 0, "limit the number of processes in the session (cgroup pids.max)")
 	f.StringVar(&o.memoryMax, "memory-max", "", "limit the session's memory, e.g. 512M or 2G (cgroup memory.max)")
-	f.StringArrayVar(&o.dnsUpstreams, "dns-upstream", nil, "forward allowed names, the proxy's lookups included, to this DNS server, ADDR[:PORT] (repeatable; default: the host's resolv.conf, or in landlock and proxy modes the system's resolver)")
-	f.DurationVar(&o.dnsTTLMin, "dns-ttl-min", dnsresolver.DefaultMinTTL, "learn answers for at least this long")
-	f.DurationVar(&o.dnsTTLMax, "dns-ttl-max", dnsresolver.DefaultMaxTTL, "learn answers for at most this long")
-	f.DurationVar(&o.dnsGrace, "dns-grace", dnsresolver.DefaultGrace, "keep a learned address reachable this long after its TTL")
-	f.IntVar(&o.dnsMaxIPs, "dns-max-ips-per-name", dnsresolver.DefaultMaxIPsPerName, "answer SERVFAIL rather than learn more addresses for one name")
-	f.StringVar(&o.dnsPath, "dns-path", "", "bpf mode without a daemon: where UDP DNS goes, auto (sluice's local resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the local resolver); default "+dnsPathDefault+" (`sluice check` says)")
+	o.addDNSFlags(f, "forward allowed names, the proxy's lookups included, to this DNS server, ADDR[:PORT] (repeatable; default: the host's resolv.conf, or in landlock and proxy modes the system's resolver)",
+		"bpf mode without a daemon: where UDP DNS goes, auto (sluice's local resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the local resolver); default "+dnsPathDefault+" (`sluice check` says)")
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")

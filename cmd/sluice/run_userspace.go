@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 // runUserspace confines without BPF: a loopback allowlist proxy in this

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
+	"github.com/sluice-dev/sluice/internal/atomicfile"
 	"github.com/sluice-dev/sluice/loader"
 )
 
@@ -288,26 +288,12 @@ func (s *suggestion) explain(w io.Writer, path string, merged *allowlist.Policy,
 // writeFileAtomic replaces path with data (mode 0644; under sudo, owned by
 // the invoking user, who is to review and edit it).
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if uid, gid, ok := sudoIDs(); ok {
-		_ = tmp.Chown(uid, gid)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, 0o644, func(f *os.File) error {
+		if uid, gid, ok := sudoIDs(); ok {
+			_ = f.Chown(uid, gid)
+		}
+		return nil
+	})
 }
 
 // sudoIDs are SUDO_UID and SUDO_GID when sluice runs as root under sudo.

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 func entryStrings(p *allowlist.Policy) []string {

@@ -58,7 +58,7 @@
 //     time per query comes with it, and -dns-cpuprofile profiles the
 //     resolver in place.
 //   - the allowlist proxy (-proxy, on by default; -only proxy runs it
-//     alone, in about 15 s, without root): userspace/proxy in-process,
+//     alone, in about 15 s, without root): proxy in-process,
 //     listening as `sluice run` does, against the same traffic sent
 //     straight to a server on 127.0.0.1, arms alternating: new connections
 //     per second (2 clients, each a CONNECT tunnel per connection, one

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/userspace/proxy"
+	"github.com/sluice-dev/sluice/proxy"
 )
 
 // The proxy part measures the allowlist proxy (issue 5) against the same
@@ -267,7 +267,7 @@ func (d *proxyResult) missed() bool {
 }
 
 func (d *proxyResult) describe(w io.Writer) {
-	fmt.Fprintf(w, "Proxy rows: A connects straight to a server on 127.0.0.1, B through sluice's allowlist proxy (userspace/proxy, default settings, listening as `sluice run` does) with an HTTP CONNECT per connection; "+
+	fmt.Fprintf(w, "Proxy rows: A connects straight to a server on 127.0.0.1, B through sluice's allowlist proxy (proxy, default settings, listening as `sluice run` does) with an HTTP CONNECT per connection; "+
 		"%d rounds, arms alternating, medians of the rounds, %s per arm. Connections: %d concurrent clients, each connecting, sending one byte, reading it back and closing. "+
 		"Throughput: one connection writing %d KiB chunks to a server that discards them. Clients, proxy and servers are one process on the machine's %d CPUs (GOMAXPROCS %d); "+
 		"the proxy opened %d tunnels and refused none.\n",

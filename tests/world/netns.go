@@ -14,6 +14,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/netns"
 )
 
 // netnsDir is where iproute2 keeps named network namespaces; nsenter and
@@ -79,26 +81,16 @@ func deleteNamedNetns(path string) error {
 	return errors.Join(errs...)
 }
 
-// inNetns runs fn on a new goroutine locked to an OS thread that has joined
-// the network namespace open as nsFD. The thread is never unlocked, so it is
-// destroyed when fn returns instead of going back to the scheduler in the
-// wrong namespace. Sockets that fn creates stay in the namespace and may be
-// used from any goroutine afterwards; goroutines that fn starts do not run in
-// it.
-func inNetns(nsFD int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+// inNetns runs fn inside the network namespace ns on a thread that is
+// discarded afterwards (netns.Do). A panic in fn becomes its error, so a
+// broken test fails instead of taking the whole test binary down.
+func inNetns(ns *os.File, fn func() error) error {
+	return netns.Do(ns, func() (err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				errc <- fmt.Errorf("panic in namespace: %v", p)
+				err = fmt.Errorf("panic in namespace: %v", p)
 			}
 		}()
-		if err := unix.Setns(nsFD, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
+		return fn()
+	})
 }

@@ -93,12 +93,12 @@ func (w *World) StartInClient(cmd *exec.Cmd) error {
 // returns its error. The thread is discarded afterwards. Sockets fn creates
 // stay in the namespace; goroutines fn starts do not run in it.
 func (w *World) InClient(fn func() error) error {
-	return inNetns(int(w.clientNS.Fd()), fn)
+	return inNetns(w.clientNS, fn)
 }
 
 // InWorld is InClient for the world namespace.
 func (w *World) InWorld(fn func() error) error {
-	return inNetns(int(w.worldNS.Fd()), fn)
+	return inNetns(w.worldNS, fn)
 }
 
 // setup builds the world; w.close undoes whatever part of it was built.

@@ -8,6 +8,11 @@
 // what makes a program that ignores those variables fail fast instead of
 // going around the proxy.
 //
+// It lives in userspace/ with the other backends of the modes without BPF
+// (userspace/seatbelt, userspace/wfp): what it adds to the sandbox's
+// primitives is the mode, for a machine where the cgroup datapath cannot
+// load.
+//
 // # How it is applied
 //
 // sluice runs the command through a re-exec shim,
@@ -47,37 +52,13 @@
 //     says why and Exec refuses to run the command: never a silent
 //     downgrade.
 //
-// The seccomp filter (classic BPF, assembled in seccomp.go and unit-tested
-// with golang.org/x/net/bpf's VM):
-//
-//   - A system call from another ABI than the native one (i386 on amd64,
-//     arm32 on arm64, and amd64's x32, which shares AUDIT_ARCH_X86_64 but
-//     sets bit 30 of the number) kills the process: those ABIs have other
-//     numbers, and i386's socketcall(2) hides its arguments in memory where
-//     a filter cannot read them.
-//   - socket(2) is allowed for AF_UNIX, AF_NETLINK (glibc's getaddrinfo and
-//     getifaddrs use NETLINK_ROUTE; netlink does not leave the machine) and
-//     for AF_INET/AF_INET6 only when the type is SOCK_STREAM and the protocol
-//     is 0 or IPPROTO_TCP. Everything else gets EPERM: UDP, ICMP ping
-//     sockets, raw and packet sockets, and also MPTCP and SCTP, which are
-//     SOCK_STREAM but not TCP, so Landlock (since its erratum 1 fix) does not
-//     govern them. Measured on Linux 6.18 (ABI 7): under a ruleset allowing
-//     port 1 only, an IPPROTO_MPTCP socket connected to a loopback listener
-//     on another port.
-//   - sendto, sendmsg and sendmmsg with MSG_FASTOPEN get EOPNOTSUPP: TCP Fast
-//     Open connects inside sendmsg(2), which Landlock does not check
-//     (landlock-lsm/linux#41; measured here: a MSG_FASTOPEN sendto reached a
-//     port the ruleset did not allow). EOPNOTSUPP is what the kernel answers
-//     when client TFO is switched off, so programs fall back to connect(2),
-//     which Landlock checks. TCP_FASTOPEN_CONNECT needs no rule: it still
-//     goes through connect(2).
-//   - io_uring_setup gets EPERM: io_uring can create sockets and send
-//     without the system calls above.
-//   - Only the low 32 bits of an argument are compared, because the kernel
-//     reads these int arguments as 32-bit values: garbage in the upper half
-//     changes nothing, for the kernel or for the filter.
-//   - Everything else is allowed, including socketpair(2), accept(2) and
-//     send on connected stream sockets.
+// The seccomp filter is sandbox/seccomp's TCPOnly (its package
+// documentation says what it refuses and why): socket(2) only for AF_UNIX,
+// AF_NETLINK and TCP over AF_INET/AF_INET6, no TCP Fast Open, no io_uring,
+// and a process of another system call ABI dies. The Landlock ruleset is
+// sandbox.RestrictConnect. This package is the mode that puts the two
+// together with the proxy's port; the primitives live in the sandbox room,
+// beside the ones every BPF session's command runs under.
 //
 // # What this tier cannot do
 //

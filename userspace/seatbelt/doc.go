@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package seatbelt confines a command on macOS with a generated Seatbelt
-// (SBPL) profile run by /usr/bin/sandbox-exec: outbound network only to
-// loopback, where sluice's allowlist proxy listens, so a program that
-// ignores HTTP_PROXY cannot go around the proxy.
+// Package seatbelt is the macOS backend of the modes without BPF (see
+// package userspace for why it lives there). It confines a command on macOS
+// with a generated Seatbelt (SBPL) profile run by /usr/bin/sandbox-exec:
+// outbound network only to loopback, where sluice's allowlist proxy listens,
+// so a program that ignores HTTP_PROXY cannot go around the proxy.
 //
 // [Generate] is platform-free and unit-tested with golden files
 // (testdata/*.sb; `go test -update` rewrites them). [Command] and

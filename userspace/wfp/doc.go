@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package wfp confines a command on Windows with Windows Filtering Platform
-// filters: the confined process tree may connect only to loopback (where
-// sluice's allowlist proxy listens), so a program that ignores HTTP_PROXY
-// cannot go around the proxy.
+// Package wfp is the Windows backend of the modes without BPF (see package
+// userspace for why it lives there). It confines a command on Windows with
+// Windows Filtering Platform filters: the confined process tree may connect
+// only to loopback (where sluice's allowlist proxy listens), so a program
+// that ignores HTTP_PROXY cannot go around the proxy.
 //
 // [Build] is platform-free: it returns the filter set as plain [Filter]
 // values, unit-tested everywhere with golden files (testdata/*.golden;

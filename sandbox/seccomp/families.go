@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package landlock
+package seccomp
 
-import (
-	"fmt"
+import "golang.org/x/net/bpf"
 
-	"golang.org/x/net/bpf"
-)
-
-// familiesProgram returns the seccomp program of BPF mode: socket(2) only
+// Families returns the seccomp program of BPF mode: socket(2) only
 // for AF_UNIX, AF_NETLINK, AF_INET and AF_INET6. The cgroup datapath
 // judges every inet socket, but it does not see other families at all:
 // AF_VSOCK reaches the hypervisor's host, AF_TIPC, AF_RDS and friends are
@@ -17,10 +13,10 @@ import (
 // the socket(2) system call, so this filter could not see their family.
 // Programs fall back to plain system calls (libuv, liburing users); its
 // connects would go through the datapath, but its sockets would not.
-func familiesProgram(goarch string) ([]bpf.Instruction, error) {
-	a, ok := arches[goarch]
-	if !ok {
-		return nil, fmt.Errorf("landlock: no seccomp filter for GOARCH %s (only amd64 and arm64)", goarch)
+func Families(goarch string) ([]bpf.Instruction, error) {
+	a, err := archOf(goarch)
+	if err != nil {
+		return nil, err
 	}
 	var p asm
 	p.load(offArch)

@@ -1,30 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sandbox
+package seccomp
 
 import (
-	"encoding/binary"
 	"testing"
 
 	"golang.org/x/net/bpf"
 )
 
-// seccompData is struct seccomp_data for nr, arch and a first argument,
-// laid out for x/net/bpf's VM: it loads words in network byte order,
-// where the kernel loads them in the machine's, so each 32-bit word is
-// written big-endian at the offset the kernel reads it from.
+// seccompData is struct seccomp_data for nr, arch and a first argument.
 func seccompData(nr, arch uint32, arg0 uint64) []byte {
-	b := make([]byte, 64)
-	binary.BigEndian.PutUint32(b[offNr:], nr)
-	binary.BigEndian.PutUint32(b[offArch:], arch)
-	binary.BigEndian.PutUint32(b[offArg0:], uint32(arg0))
-	binary.BigEndian.PutUint32(b[offArg0+4:], uint32(arg0>>32))
-	return b
+	return call{arch: arch, nr: nr, args: [6]uint64{arg0}}.bytes()
 }
 
 func TestUsernsProgram(t *testing.T) {
-	for goarch, a := range usernsArches {
-		prog, err := usernsProgram(goarch)
+	for goarch, a := range arches {
+		prog, err := NoUserNamespaces(goarch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +36,7 @@ func TestUsernsProgram(t *testing.T) {
 			{"clone(CLONE_NEWUSER|SIGCHLD)", a.clone, a.audit, cloneNewUser | sigchld, seccompRetErrno | errnoEPERM},
 			{"clone(SIGCHLD)", a.clone, a.audit, sigchld, seccompRetAllow},
 			{"clone(thread)", a.clone, a.audit, thread, seccompRetAllow},
-			{"clone3", nrClone3, a.audit, 0, seccompRetErrno | errnoENOSYS},
+			{"clone3", a.clone3, a.audit, 0, seccompRetErrno | errnoENOSYS},
 			{"another call with CLONE_NEWUSER's bit", 0, a.audit, cloneNewUser, seccompRetAllow},
 			{"another ABI", a.unshare, 0x40000003, cloneNewUser, seccompRetKillProcess},
 		} {
@@ -58,13 +49,16 @@ func TestUsernsProgram(t *testing.T) {
 			}
 		}
 		if a.x32 {
-			got, _ := vm.Run(seccompData(x32Bit|a.unshare, a.audit, 0))
+			got, _ := vm.Run(seccompData(x32SyscallBit|a.unshare, a.audit, 0))
 			if uint32(got) != seccompRetKillProcess {
 				t.Errorf("%s x32 unshare: %#x, want kill", goarch, got)
 			}
 		}
+		if got, _ := vm.Run(seccompData(0xffffffff, a.audit, 0)); uint32(got) != seccompRetKillProcess {
+			t.Errorf("%s system call -1: %#x, want kill", goarch, got)
+		}
 	}
-	if _, err := usernsProgram("riscv64"); err == nil {
+	if _, err := NoUserNamespaces("riscv64"); err == nil {
 		t.Error("a filter for an arch without numbers")
 	}
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package landlock
+package seccomp
 
 import (
 	"runtime"
@@ -46,6 +46,8 @@ func TestConstants(t *testing.T) {
 		{"EPERM", errnoEPERM, uint64(unix.EPERM)},
 		{"EOPNOTSUPP", errnoEOPNOTSUPP, uint64(unix.EOPNOTSUPP)},
 		{"EAFNOSUPPORT", errnoEAFNOSUPPORT, uint64(unix.EAFNOSUPPORT)},
+		{"ENOSYS", errnoENOSYS, uint64(unix.ENOSYS)},
+		{"CLONE_NEWUSER", cloneNewUser, unix.CLONE_NEWUSER},
 	}
 	for _, p := range pairs {
 		if p.ours != p.sys {
@@ -66,6 +68,9 @@ func TestConstants(t *testing.T) {
 		{"sendmsg", a.sendmsg, unix.SYS_SENDMSG},
 		{"sendmmsg", a.sendmmsg, unix.SYS_SENDMMSG},
 		{"io_uring_setup", a.ioUringSetup, unix.SYS_IO_URING_SETUP},
+		{"clone", a.clone, unix.SYS_CLONE},
+		{"unshare", a.unshare, unix.SYS_UNSHARE},
+		{"clone3", a.clone3, unix.SYS_CLONE3},
 	}
 	for _, n := range nrs {
 		if n.ours != n.sys {
@@ -75,9 +80,13 @@ func TestConstants(t *testing.T) {
 }
 
 func TestSeccompFilterConverts(t *testing.T) {
-	f, err := seccompFilter(runtime.GOARCH)
+	prog, err := TCPOnly(runtime.GOARCH)
 	if err != nil {
 		t.Skip(err)
+	}
+	f, err := Assemble(prog)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(f) == 0 || f[len(f)-1].Code != unix.BPF_RET|unix.BPF_K {
 		t.Errorf("filter does not end in a return: %+v", f)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package landlock
+package seccomp
 
 import (
 	"encoding/binary"
@@ -77,7 +77,7 @@ func verdict(v uint32) string {
 
 func verdictOf(t *testing.T, goarch string, c call) string {
 	t.Helper()
-	return verdictOfProgram(t, filterProgram, goarch, c)
+	return verdictOfProgram(t, TCPOnly, goarch, c)
 }
 
 func verdictOfProgram(t *testing.T, build func(string) ([]bpf.Instruction, error), goarch string, c call) string {
@@ -189,7 +189,7 @@ func TestFilterNativeNumbers(t *testing.T) {
 
 func TestFilterAssembles(t *testing.T) {
 	for goarch := range arches {
-		prog, err := filterProgram(goarch)
+		prog, err := TCPOnly(goarch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestFilterAssembles(t *testing.T) {
 			t.Errorf("%s: %d instructions", goarch, len(raw))
 		}
 	}
-	if _, err := filterProgram("riscv64"); err == nil {
+	if _, err := TCPOnly("riscv64"); err == nil {
 		t.Error("riscv64: no error for an architecture without a table")
 	}
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package landlock
+package seccomp
 
 import (
 	"fmt"
@@ -35,7 +35,10 @@ const (
 
 	msgFastopen = 0x20000000
 
+	cloneNewUser = 0x10000000
+
 	errnoEPERM        = 1
+	errnoENOSYS       = 38
 	errnoEOPNOTSUPP   = 95
 	errnoEAFNOSUPPORT = 97
 )
@@ -58,30 +61,43 @@ type arch struct {
 	x32   bool   // reject numbers with x32SyscallBit (amd64)
 
 	socket, sendto, sendmsg, sendmmsg, ioUringSetup uint32
+	clone, unshare, clone3                          uint32
 }
 
 // arches maps GOARCH to its system call numbers (asm/unistd_64.h and
 // asm-generic/unistd.h).
 var arches = map[string]arch{
 	"amd64": {audit: auditArchX86_64, x32: true,
-		socket: 41, sendto: 44, sendmsg: 46, sendmmsg: 307, ioUringSetup: 425},
+		socket: 41, sendto: 44, sendmsg: 46, sendmmsg: 307, ioUringSetup: 425,
+		clone: 56, unshare: 272, clone3: 435},
 	"arm64": {audit: auditArchAArch64,
-		socket: 198, sendto: 206, sendmsg: 211, sendmmsg: 269, ioUringSetup: 425},
+		socket: 198, sendto: 206, sendmsg: 211, sendmmsg: 269, ioUringSetup: 425,
+		clone: 220, unshare: 97, clone3: 435},
 }
 
-// filterProgram returns the seccomp program for goarch (see the package
-// documentation for what it allows and why).
-func filterProgram(goarch string) ([]bpf.Instruction, error) {
+// archOf returns the table of goarch.
+func archOf(goarch string) (arch, error) {
 	a, ok := arches[goarch]
 	if !ok {
-		return nil, fmt.Errorf("landlock: no seccomp filter for GOARCH %s (only amd64 and arm64)", goarch)
+		return arch{}, fmt.Errorf("seccomp: no filter for GOARCH %s (only amd64 and arm64)", goarch)
 	}
-	return a.program()
+	return a, nil
 }
 
-// program assembles the filter for a. Jumps name labels; the assembler
+// TCPOnly returns Landlock mode's program for goarch (see the package
+// documentation for what it allows and why): Landlock governs TCP connects
+// only, so every other way onto the network is refused here.
+func TCPOnly(goarch string) ([]bpf.Instruction, error) {
+	a, err := archOf(goarch)
+	if err != nil {
+		return nil, err
+	}
+	return a.tcpOnly()
+}
+
+// tcpOnly assembles the filter for a. Jumps name labels; the assembler
 // turns them into the relative offsets classic BPF wants.
-func (a arch) program() ([]bpf.Instruction, error) {
+func (a arch) tcpOnly() ([]bpf.Instruction, error) {
 	var p asm
 	p.load(offArch)
 	p.jeq(a.audit, "", "kill")
@@ -182,11 +198,11 @@ func (p *asm) resolve() ([]bpf.Instruction, error) {
 		}
 		to, ok := p.labels[label]
 		if !ok {
-			return 0, fmt.Errorf("landlock: seccomp program: no label %q", label)
+			return 0, fmt.Errorf("seccomp: program: no label %q", label)
 		}
 		d := to - from - 1
 		if d < 0 || d > 255 {
-			return 0, fmt.Errorf("landlock: seccomp program: jump from %d to %q (%d) out of range", from, label, to)
+			return 0, fmt.Errorf("seccomp: program: jump from %d to %q (%d) out of range", from, label, to)
 		}
 		return uint8(d), nil
 	}

@@ -17,7 +17,7 @@ import (
 // loopback, with the default policy (loopback only) and the default
 // dialer:
 //
-//	go test -run '^$' -bench . -count 5 ./userspace/proxy/
+//	go test -run '^$' -bench . -count 5 ./proxy/
 //
 // BenchmarkConnections: a new connection per iteration (CONNECT, one byte
 // echoed, close). BenchmarkThroughput: one stream of 256 MiB per

@@ -19,7 +19,7 @@ import (
 // answering every request with a fixed response, so nothing touches the
 // network. The handler must neither panic nor hang.
 //
-//	go test -run '^$' -fuzz FuzzServeConn -fuzztime 30s ./userspace/proxy/
+//	go test -run '^$' -fuzz FuzzServeConn -fuzztime 30s ./proxy/
 func FuzzServeConn(f *testing.F) {
 	for _, seed := range []string{
 		"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\nhello",

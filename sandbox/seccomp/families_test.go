@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package landlock
+package seccomp
 
 import "testing"
 
@@ -32,7 +32,7 @@ func TestFamiliesFilter(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(goarch+"/"+tc.name, func(t *testing.T) {
-				if got := verdictOfProgram(t, familiesProgram, goarch, tc.c); got != tc.want {
+				if got := verdictOfProgram(t, Families, goarch, tc.c); got != tc.want {
 					t.Errorf("got %s, want %s", got, tc.want)
 				}
 			})
