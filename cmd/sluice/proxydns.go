@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/proxy"
+	"github.com/sluice-dev/sluice/report"
 )
 
 // userspaceResolver gives the allowlist proxy of a userspace session
@@ -19,7 +20,7 @@ import (
 // /etc/hosts and, on macOS, the system's per-domain DNS settings; there is
 // no session resolver in these modes for it to disagree with. The caller
 // closes the resolver.
-func userspaceResolver(o runOptions, policy *allowlist.Policy, rep *reporter, alog *runAudit) (*dnsresolver.Resolver, error) {
+func userspaceResolver(o runOptions, policy *allowlist.Policy, rep *report.Reporter, alog *report.AuditLog) (*dnsresolver.Resolver, error) {
 	if len(o.dnsUpstreams) == 0 {
 		return nil, nil
 	}
@@ -30,7 +31,7 @@ func userspaceResolver(o runOptions, policy *allowlist.Policy, rep *reporter, al
 		MaxTTL:        o.dnsTTLMax,
 		Grace:         o.dnsGrace,
 		MaxIPsPerName: o.dnsMaxIPs,
-		OnEvent:       onDNSEvent(rep, alog, nil), // the proxy asked, no program
+		OnEvent:       report.DNSEvents(rep, alog, nil), // the proxy asked, no program
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--dns-upstream: %w", err)

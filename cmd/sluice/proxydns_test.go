@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/proxy"
+	"github.com/sluice-dev/sluice/report"
 )
 
 // TestUserspaceResolver: with --dns-upstream, a userspace session's proxy
@@ -29,8 +30,8 @@ func TestUserspaceResolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := newReporter(io.Discard)
-	audit := &runAudit{}
+	rep := report.New(io.Discard)
+	audit := &report.AuditLog{}
 
 	r, err := userspaceResolver(runOptions{}, policy, rep, audit)
 	if err != nil || r != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/report"
 	"github.com/sluice-dev/sluice/sandbox"
 )
 
@@ -216,11 +217,11 @@ func (o runOptions) policy() (*allowlist.Policy, error) {
 // writeSuggestion writes --suggest-allowlist, if asked, once the command
 // has exited with err. A suggestion that cannot be written fails a run
 // that otherwise succeeded: a script would go on to use a stale file.
-func writeSuggestion(o runOptions, rep *reporter, base *allowlist.Policy, stderr io.Writer, err error) error {
+func writeSuggestion(o runOptions, rep *report.Reporter, base *allowlist.Policy, stderr io.Writer, err error) error {
 	if o.suggest == "" {
 		return err
 	}
-	if werr := rep.suggest.write(o.suggest, base, stderr); werr != nil {
+	if werr := rep.Suggestion().Write(o.suggest, base, stderr); werr != nil {
 		if err == nil {
 			return &exitError{code: exitSluiceError, err: werr}
 		}
@@ -242,4 +243,17 @@ func (o runOptions) commandEnv(stderr io.Writer) []string {
 		fmt.Fprintf(stderr, "sluice: --scrub-env removed %s\n", strings.Join(removed, ", "))
 	}
 	return kept
+}
+
+// exitCodeOf is the exit status a run that ended with err reports: the
+// command's (an *exitError's), 0 for nil, else sluice's own failure.
+func exitCodeOf(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return exitSluiceError
 }

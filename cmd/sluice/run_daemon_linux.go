@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/report"
 	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/sessions"
 )
@@ -82,12 +83,12 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 		}
 	}
 
-	alog, err := openRunAudit(o.auditLog)
+	alog, err := report.OpenAuditLog(o.auditLog)
 	if err != nil {
-		return &exitError{code: exitSluiceError, err: err}
+		return &exitError{code: exitSluiceError, err: fmt.Errorf("--audit-log: %w", err)}
 	}
-	defer alog.close()
-	rep := newReporter(stderr)
+	defer alog.Close()
+	rep := report.New(stderr)
 	if inProcess {
 		local.OnNote = rep.Note
 	}
@@ -110,7 +111,7 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 	}()
 	onEvent := func(e audit.Event) {
 		rep.Report(e, nil)
-		alog.write(e)
+		alog.Write(e)
 	}
 	code, err := r.Run(cmd.Context(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
 		func(s api.SessionInfo) {
@@ -123,8 +124,8 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 					base = p
 				}
 			}
-			alog.session = s.Name
-			alog.started(s.PID, s.UID, path, s.Policy, argv[0]+sandbox.StartedNote(s.Hidden))
+			alog.Session = s.Name
+			alog.Started(s.PID, s.UID, path, s.Policy, argv[0]+sandbox.StartedNote(s.Hidden))
 		}, onEvent)
 	var lost *api.StreamLostError
 	if c, ok := r.(*api.Client); ok && errors.As(err, &lost) {
@@ -133,11 +134,7 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 	if err != nil {
 		return &exitError{code: startFailure(err), err: err}
 	}
-	if code == 0 {
-		alog.ended(nil)
-	} else {
-		alog.ended(&exitError{code: code})
-	}
+	alog.Ended(code)
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
 	}

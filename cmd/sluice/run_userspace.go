@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/proxy"
+	"github.com/sluice-dev/sluice/report"
 )
 
 // runUserspace confines without BPF: a loopback allowlist proxy in this
@@ -35,14 +36,14 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
-	audit, err := openRunAudit(o.auditLog)
+	audit, err := report.OpenAuditLog(o.auditLog)
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("--audit-log: %w", err))
 	}
-	defer audit.close()
+	defer audit.Close()
 	// No cgroup names this session: the mode and sluice's pid do.
-	audit.session = fmt.Sprintf("%s-%d", mode, os.Getpid())
-	rep := newReporter(stderr)
+	audit.Session = fmt.Sprintf("%s-%d", mode, os.Getpid())
+	rep := report.New(stderr)
 	res, err := userspaceResolver(o, policy, rep, audit)
 	if err != nil {
 		return fail(err)
@@ -50,7 +51,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if res != nil {
 		defer res.Close()
 	}
-	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: onProxyEvent(rep, audit)}, res))
+	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: report.ProxyEvents(rep, audit)}, res))
 	if err != nil {
 		return fail(err)
 	}
@@ -94,11 +95,11 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		for _, en := range policy.Entries() {
 			entries = append(entries, en.String())
 		}
-		audit.started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
+		audit.Started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
 		return c, nil
 	})
 	if started {
-		audit.ended(err)
+		audit.Ended(exitCodeOf(err))
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)

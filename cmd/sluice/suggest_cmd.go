@@ -3,23 +3,15 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/suggest"
 )
-
-// maxAuditLine bounds one audit log line: the daemon's are well under it
-// (a session_started line with a large allowlist is the longest).
-const maxAuditLine = 4 << 20
 
 // newSuggestCmd is `sluice suggest`: --suggest-allowlist after the fact,
 // from an audit log (the daemon's, or a `sluice run --audit-log` file a CI
@@ -48,7 +40,7 @@ nothing is written.`,
 				return &exitError{code: exitSluiceError, err: err}
 			}
 			defer f.Close()
-			sug, entries, seen, err := suggestFromAudit(f, sessions)
+			sug, entries, seen, err := suggest.FromAudit(f, sessions)
 			if err != nil {
 				return &exitError{code: exitSluiceError, err: fmt.Errorf("%s: %w", from, err)}
 			}
@@ -66,7 +58,7 @@ nothing is written.`,
 			if err != nil {
 				return &exitError{code: exitSluiceError, err: err}
 			}
-			merged, add, err := sug.render(p)
+			merged, add, err := sug.Render(p)
 			if err != nil {
 				return &exitError{code: exitSluiceError, err: err}
 			}
@@ -75,13 +67,13 @@ nothing is written.`,
 				if _, err := cmd.OutOrStdout().Write(merged.Format()); err != nil {
 					return &exitError{code: exitSluiceError, err: err}
 				}
-				sug.explain(stderr, "(standard output)", merged, add)
+				sug.Explain(stderr, "(standard output)", merged, add)
 				return nil
 			}
-			if err := writeFileAtomic(out, merged.Format()); err != nil {
+			if err := suggest.WriteFile(out, merged.Format()); err != nil {
 				return &exitError{code: exitSluiceError, err: err}
 			}
-			sug.explain(stderr, out, merged, add)
+			sug.Explain(stderr, out, merged, add)
 			return nil
 		},
 	}
@@ -91,38 +83,4 @@ nothing is written.`,
 	fl.StringVar(&base, "allowlist", "", "build on this network_allowlist.json instead of the sessions' own entries")
 	fl.StringVarP(&out, "output", "o", "", "write the suggestion to `FILE` (default: standard output)")
 	return cmd
-}
-
-// suggestFromAudit reads audit lines: the refusals of the chosen sessions
-// (all when sessions is empty) into a suggestion, and the entries their
-// session_started lines name. seen says which sessions had lines.
-func suggestFromAudit(r io.Reader, sessions []string) (sug *suggestion, entries []string, seen map[string]bool, err error) {
-	sug, seen = newSuggestion(), map[string]bool{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxAuditLine)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			continue
-		}
-		var e audit.Event
-		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, nil, nil, fmt.Errorf("line %d: not an audit event: %w", n, err)
-		}
-		if e.Type == "" {
-			return nil, nil, nil, fmt.Errorf("line %d: not an audit event: no \"type\"", n)
-		}
-		if e.Session == "" || (len(sessions) > 0 && !slices.Contains(sessions, e.Session)) {
-			continue
-		}
-		seen[e.Session] = true
-		if e.Type == audit.SessionStarted {
-			entries = append(entries, e.Entries...)
-		}
-		sug.addEvent(e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, nil, nil, err
-	}
-	return sug, entries, seen, nil
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package suggest
 
 import (
 	"fmt"
@@ -19,19 +19,19 @@ import (
 	"github.com/sluice-dev/sluice/loader"
 )
 
-// maxSuggested bounds what a suggestion remembers: a program making up
+// maxSuggested bounds what a Suggestion remembers: a program making up
 // names (DNS tunnelling, a typo in a loop) must not grow sluice's memory
 // without end. What is beyond it is counted and reported.
 const maxSuggested = 10000
 
-// suggestion collects what a session was refused (or, with --audit, would
+// Suggestion collects what a session was refused (or, with --audit, would
 // have been) so that `sluice run --suggest-allowlist FILE` can write the
 // allowlist that would have let the command do what it did: the session's
 // own entries plus the names it asked for and the addresses it dialled
 // without a name. It is a starting point to review, never applied by
 // itself: an agent that was refused something is exactly the case where a
 // person should look before allowing it.
-type suggestion struct {
+type Suggestion struct {
 	mu      sync.Mutex
 	names   map[string]bool
 	addrs   map[netip.Addr]bool
@@ -46,14 +46,19 @@ type suggestion struct {
 	expanded int // names left out as search-list expansions
 }
 
-func newSuggestion() *suggestion {
-	return &suggestion{names: map[string]bool{}, addrs: map[netip.Addr]bool{}, private: map[string]bool{}, unix: map[string]bool{},
-		search: dnsresolver.SearchDomains("/etc/resolv.conf")}
+// New is an empty suggestion; search is the resolv.conf search list whose
+// expansions of a name are left out (ForHost: this host's).
+func New(search []string) *Suggestion {
+	return &Suggestion{names: map[string]bool{}, addrs: map[netip.Addr]bool{}, private: map[string]bool{}, unix: map[string]bool{},
+		search: search}
 }
+
+// ForHost is an empty suggestion with this host's search list.
+func ForHost() *Suggestion { return New(dnsresolver.SearchDomains("/etc/resolv.conf")) }
 
 // addName remembers a refused host name. Reverse lookups (.arpa) and
 // anything that is not a valid host name are not allowlist material.
-func (s *suggestion) addName(name string) {
+func (s *Suggestion) addName(name string) {
 	n, err := allowlist.NormalizeName(name)
 	if err != nil || n == "arpa" || strings.HasSuffix(n, ".arpa") || allowlist.IsLoopbackName(n) {
 		return
@@ -68,7 +73,7 @@ func (s *suggestion) addName(name string) {
 }
 
 // addAddr remembers an address dialled without a name the policy allows.
-func (s *suggestion) addAddr(a netip.Addr) {
+func (s *Suggestion) addAddr(a netip.Addr) {
 	a = a.Unmap().WithZone("")
 	if !a.IsValid() || allowlist.IsLoopback(a) || a.IsUnspecified() {
 		return
@@ -85,7 +90,7 @@ func (s *suggestion) addAddr(a netip.Addr) {
 // addUnix remembers a refused unix socket. Names that are not valid
 // unix_sockets entries (relative paths, unprintable abstract names) are
 // left out: an allowlist cannot name them.
-func (s *suggestion) addUnix(name string) {
+func (s *Suggestion) addUnix(name string) {
 	n, err := allowlist.ParseUnixSocket(name)
 	if err != nil {
 		return
@@ -100,9 +105,9 @@ func (s *suggestion) addUnix(name string) {
 }
 
 // addPrivate remembers a name whose answer held loopback, private or
-// metadata addresses. Those need allow_private, which the suggestion never
+// metadata addresses. Those need allow_private, which the Suggestion never
 // adds on its own: it is what DNS rebinding looks like.
-func (s *suggestion) addPrivate(name string) {
+func (s *Suggestion) addPrivate(name string) {
 	n, err := allowlist.NormalizeName(name)
 	if err != nil {
 		return
@@ -117,7 +122,7 @@ func (s *suggestion) addPrivate(name string) {
 // addProxy remembers a proxy refusal: the requested host, a name or an
 // IP literal. A name the policy has, refused for its private addresses,
 // is noted instead.
-func (s *suggestion) addProxy(host, reason string) {
+func (s *Suggestion) addProxy(host, reason string) {
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
 		s.addAddr(a)
 		return
@@ -129,10 +134,10 @@ func (s *suggestion) addProxy(host, reason string) {
 	s.addName(host)
 }
 
-// addEvent remembers what an audit event (docs/audit.md) was refused: the
+// AddEvent remembers what an audit event (docs/audit.md) was refused: the
 // same events `sluice run` streams from the daemon and `sluice suggest`
 // reads from an audit log.
-func (s *suggestion) addEvent(e audit.Event) {
+func (s *Suggestion) AddEvent(e audit.Event) {
 	switch e.Type {
 	case audit.EgressDenied, audit.EgressAudit:
 		if name, ok := strings.CutPrefix(e.Dst, "unix:"); ok && e.Proto == "unix" {
@@ -157,7 +162,7 @@ func (s *suggestion) addEvent(e audit.Event) {
 
 // additions is what base does not already allow, names then addresses,
 // each sorted.
-func (s *suggestion) additions(base *allowlist.Policy) []string {
+func (s *Suggestion) additions(base *allowlist.Policy) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var names, addrs []string
@@ -190,7 +195,7 @@ func (s *suggestion) additions(base *allowlist.Policy) []string {
 // appended, that other name being allowed or suggested itself. The other
 // name must have a dot of its own: "db" expanded to db.corp.example is
 // the name the program meant, and stays. s.mu is held.
-func (s *suggestion) searchExpansion(n string, base *allowlist.Policy) bool {
+func (s *Suggestion) searchExpansion(n string, base *allowlist.Policy) bool {
 	for _, d := range s.search {
 		rest, ok := strings.CutSuffix(n, "."+d)
 		if !ok || !strings.Contains(rest, ".") {
@@ -208,7 +213,7 @@ func (s *suggestion) searchExpansion(n string, base *allowlist.Policy) bool {
 
 // unixAdditions are the refused unix sockets that base does not list,
 // sorted.
-func (s *suggestion) unixAdditions(base *allowlist.Policy) []string {
+func (s *Suggestion) unixAdditions(base *allowlist.Policy) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	listed := base.Local().UnixSockets
@@ -222,9 +227,9 @@ func (s *suggestion) unixAdditions(base *allowlist.Policy) []string {
 	return out
 }
 
-// render is base plus the additions, as a network_allowlist.json, and
+// Render is base plus the additions, as a network_allowlist.json, and
 // what was added (unix sockets as "unix:NAME").
-func (s *suggestion) render(base *allowlist.Policy) (*allowlist.Policy, []string, error) {
+func (s *Suggestion) Render(base *allowlist.Policy) (*allowlist.Policy, []string, error) {
 	add := s.additions(base)
 	extra, err := allowlist.FromStrings(add)
 	if err != nil {
@@ -245,22 +250,22 @@ func (s *suggestion) render(base *allowlist.Policy) (*allowlist.Policy, []string
 	return merged, add, nil
 }
 
-// write writes base plus the additions to path as a network_allowlist.json
+// Write writes base plus the additions to path as a network_allowlist.json
 // (replacing it atomically), and tells w what was added.
-func (s *suggestion) write(path string, base *allowlist.Policy, w io.Writer) error {
-	merged, add, err := s.render(base)
+func (s *Suggestion) Write(path string, base *allowlist.Policy, w io.Writer) error {
+	merged, add, err := s.Render(base)
 	if err != nil {
 		return fmt.Errorf("suggested allowlist: %w", err)
 	}
-	if err := writeFileAtomic(path, merged.Format()); err != nil {
+	if err := WriteFile(path, merged.Format()); err != nil {
 		return fmt.Errorf("write the suggested allowlist: %w", err)
 	}
-	s.explain(w, path, merged, add)
+	s.Explain(w, path, merged, add)
 	return nil
 }
 
-// explain tells w what the suggestion at path holds and what it left out.
-func (s *suggestion) explain(w io.Writer, path string, merged *allowlist.Policy, add []string) {
+// Explain tells w what the Suggestion at path holds and what it left out.
+func (s *Suggestion) Explain(w io.Writer, path string, merged *allowlist.Policy, add []string) {
 	switch len(add) {
 	case 0:
 		fmt.Fprintf(w, "sluice: suggested allowlist %s: %d entries, nothing added (nothing was refused)\n", path, merged.Len())
@@ -285,9 +290,9 @@ func (s *suggestion) explain(w io.Writer, path string, merged *allowlist.Policy,
 	}
 }
 
-// writeFileAtomic replaces path with data (mode 0644; under sudo, owned by
+// WriteFile replaces path with data (mode 0644; under sudo, owned by
 // the invoking user, who is to review and edit it).
-func writeFileAtomic(path string, data []byte) error {
+func WriteFile(path string, data []byte) error {
 	return atomicfile.Write(path, data, 0o644, func(f *os.File) error {
 		if uid, gid, ok := sudoIDs(); ok {
 			_ = f.Chown(uid, gid)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package report
 
 import (
 	"fmt"
@@ -12,12 +12,13 @@ import (
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/proxy"
+	"github.com/sluice-dev/sluice/suggest"
 )
 
-// reporter prints one line per denial on the command's stderr, with a
+// Reporter prints one line per denial on the command's stderr, with a
 // token bucket so that a retry loop cannot flood the terminal, and keeps
 // the numbers for the summary at exit.
-type reporter struct {
+type Reporter struct {
 	mu         sync.Mutex
 	w          io.Writer
 	now        func() time.Time
@@ -29,15 +30,16 @@ type reporter struct {
 	denied     int
 	audited    int
 	dnsRefused int
-	sandbox    int             // refusals by the session's Landlock domain
-	dests      map[string]bool // destinations denied
-	auditDests map[string]bool // destinations audit mode let through
-	suggest    *suggestion     // for --suggest-allowlist
+	sandbox    int                 // refusals by the session's Landlock domain
+	dests      map[string]bool     // destinations denied
+	auditDests map[string]bool     // destinations audit mode let through
+	suggest    *suggest.Suggestion // for --suggest-allowlist
 }
 
-func newReporter(w io.Writer) *reporter {
-	return &reporter{w: w, now: time.Now, burst: 10, rate: 1, tokens: 10, dests: map[string]bool{}, auditDests: map[string]bool{},
-		suggest: newSuggestion()}
+// New is a reporter that writes its lines to w.
+func New(w io.Writer) *Reporter {
+	return &Reporter{w: w, now: time.Now, burst: 10, rate: 1, tokens: 10, dests: map[string]bool{}, auditDests: map[string]bool{},
+		suggest: suggest.ForHost()}
 }
 
 // Report accounts for one event of the session (docs/audit.md's model,
@@ -50,7 +52,7 @@ func newReporter(w io.Writer) *reporter {
 // A denial the program falls back from by itself (an MPTCP socket, which
 // Go servers try first) is left to the audit log: neither a line nor a
 // count in the summary, which ask the user to act.
-func (r *reporter) Report(e audit.Event, who func() string) {
+func (r *Reporter) Report(e audit.Event, who func() string) {
 	if fallsBack(e) {
 		return
 	}
@@ -73,7 +75,7 @@ func (r *reporter) Report(e audit.Event, who func() string) {
 	case audit.SessionStarted, audit.SessionEnded:
 		return
 	}
-	r.suggest.addEvent(e)
+	r.suggest.AddEvent(e)
 	r.print(func() string {
 		if !fromResolver(e) {
 			return e.Message
@@ -92,7 +94,7 @@ func (r *reporter) Report(e audit.Event, who func() string) {
 // Note prints a line that reports no decision, such as the proxy failing
 // to reach an allowed host: the user needs it to understand a failure,
 // the audit log and the summary do not.
-func (r *reporter) Note(line string) {
+func (r *Reporter) Note(line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.print(func() string { return line })
@@ -117,10 +119,10 @@ func fromResolver(e audit.Event) bool {
 	return false
 }
 
-// onProxyEvent reports a session proxy's events: its refusals on the
+// ProxyEvents reports a session proxy's events: its refusals on the
 // terminal and in the --audit-log, its failures (which decide nothing) as
 // a note on the terminal.
-func onProxyEvent(rep *reporter, alog *runAudit) func(proxy.Event) {
+func ProxyEvents(rep *Reporter, alog *AuditLog) func(proxy.Event) {
 	return func(ev proxy.Event) {
 		e, ok := audit.FromProxy("", ev)
 		if !ok {
@@ -128,14 +130,14 @@ func onProxyEvent(rep *reporter, alog *runAudit) func(proxy.Event) {
 			return
 		}
 		rep.Report(e, nil)
-		alog.write(e)
+		alog.Write(e)
 	}
 }
 
-// onDNSEvent reports a session resolver's events on the terminal and in
+// DNSEvents reports a session resolver's events on the terminal and in
 // the --audit-log. owner names the asking process (nil: the proxy asked,
 // no program); it reads /proc, so only for lines that are written.
-func onDNSEvent(rep *reporter, alog *runAudit, owner func(dnsresolver.Event) string) func(dnsresolver.Event) {
+func DNSEvents(rep *Reporter, alog *AuditLog, owner func(dnsresolver.Event) string) func(dnsresolver.Event) {
 	return func(ev dnsresolver.Event) {
 		e := audit.FromDNS("", ev, "")
 		var who func() string
@@ -143,17 +145,17 @@ func onDNSEvent(rep *reporter, alog *runAudit, owner func(dnsresolver.Event) str
 			who = func() string { return owner(ev) }
 		}
 		rep.Report(e, who)
-		if alog.on() {
+		if alog.On() {
 			if who != nil {
 				e.Comm = who()
 			}
-			alog.write(e)
+			alog.Write(e)
 		}
 	}
 }
 
 // print writes one line unless the token bucket is empty. r.mu is held.
-func (r *reporter) print(line func() string) {
+func (r *Reporter) print(line func() string) {
 	now := r.now()
 	if !r.last.IsZero() {
 		r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.rate)
@@ -171,9 +173,13 @@ func (r *reporter) print(line func() string) {
 	fmt.Fprintf(r.w, "sluice: %s\n", line())
 }
 
+// Suggestion is what the reporter's events would add to the allowlist
+// (--suggest-allowlist).
+func (r *Reporter) Suggestion() *suggest.Suggestion { return r.suggest }
+
 // Summary is the line printed when the command exits, or "" when nothing
 // was denied.
-func (r *reporter) Summary() string {
+func (r *Reporter) Summary() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var s string

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package report
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 
 func TestReporterRateLimits(t *testing.T) {
 	var buf bytes.Buffer
-	r := newReporter(&buf)
+	r := New(&buf)
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
 	e := loader.Event{PID: 42, Comm: "curl", Hook: loader.HookConnect4, Reason: loader.ReasonNotAllowed,
@@ -43,7 +43,7 @@ func TestReporterRateLimits(t *testing.T) {
 
 func TestReporterAudit(t *testing.T) {
 	var buf bytes.Buffer
-	r := newReporter(&buf)
+	r := New(&buf)
 	r.Report(audit.FromKernelBrief("", loader.Event{PID: 1, Comm: "x", Hook: loader.HookSockCreate, Reason: loader.ReasonSocketType, Audit: true, Args: [3]int32{2, 2, 1}}), nil)
 	if !strings.Contains(buf.String(), "audit: would deny x[1] -> socket(AF_INET, SOCK_DGRAM, icmp): only TCP and UDP sockets are allowed") {
 		t.Fatalf("got %q", buf.String())
@@ -51,7 +51,7 @@ func TestReporterAudit(t *testing.T) {
 	if got := r.Summary(); !strings.Contains(got, "would have been denied") {
 		t.Fatalf("summary %q", got)
 	}
-	if got := newReporter(&buf).Summary(); got != "" {
+	if got := New(&buf).Summary(); got != "" {
 		t.Fatalf("empty summary %q", got)
 	}
 }
@@ -62,7 +62,7 @@ func TestReporterAudit(t *testing.T) {
 // refused sockets still are.
 func TestReporterMPTCPFallback(t *testing.T) {
 	var buf bytes.Buffer
-	r := newReporter(&buf)
+	r := New(&buf)
 	mptcp := loader.Event{PID: 7, Comm: "server", Hook: loader.HookSockCreate, Reason: loader.ReasonSocketType, Args: [3]int32{2, 1, 262}}
 	if got, want := mptcp.Destination(), "socket(AF_INET, SOCK_STREAM, mptcp)"; got != want {
 		t.Fatalf("Destination() = %q, want %q", got, want)
@@ -89,11 +89,11 @@ func TestReporterMPTCPFallback(t *testing.T) {
 // which costs /proc reads, so the lookup runs only for printed lines.
 func TestReporterAskedByIsLazy(t *testing.T) {
 	var buf bytes.Buffer
-	r := newReporter(&buf)
+	r := New(&buf)
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
 	calls := 0
-	report := onDNSEvent(r, &runAudit{}, func(dnsresolver.Event) string { calls++; return "curl[42]" })
+	report := DNSEvents(r, &AuditLog{}, func(dnsresolver.Event) string { calls++; return "curl[42]" })
 	for range 30 {
 		report(dnsresolver.Event{Kind: dnsresolver.EventRefused, Name: "evil.example", Reason: dnsresolver.ReasonNotAllowed})
 	}
@@ -113,8 +113,8 @@ func TestReporterAskedByIsLazy(t *testing.T) {
 // refusals count as denials.
 func TestReporterProxyFailureIsANote(t *testing.T) {
 	var buf bytes.Buffer
-	r := newReporter(&buf)
-	report := onProxyEvent(r, &runAudit{})
+	r := New(&buf)
+	report := ProxyEvents(r, &AuditLog{})
 	report(proxy.Event{Kind: proxy.EventFailed, Protocol: proxy.ProtoConnect, Host: "allowed.example", Port: 443, Reason: "connection refused"})
 	if !strings.Contains(buf.String(), "proxy: failed connect to allowed.example:443") {
 		t.Fatalf("the proxy's failure is not on the terminal: %q", buf.String())
