@@ -16,10 +16,10 @@ func mayShareProcesses(c caller, requested bool) error {
 	return nil
 }
 
-// mayAllowUserNS is the rule for allow_userns: a confined caller may not
+// mayAllowUserNamespaces is the rule for allow_userns: a confined caller may not
 // ask for it, since its own session refuses it user namespaces and the
 // new session would be a way round that.
-func mayAllowUserNS(c caller, requested bool) error {
+func mayAllowUserNamespaces(c caller, requested bool) error {
 	if requested && c.confined {
 		return fail(http.StatusForbidden, "allow_userns: a confined caller may not allow user namespaces")
 	}

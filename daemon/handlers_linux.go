@@ -225,7 +225,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	if err := mayAudit(who, own != nil && own.info.Audit, req.Audit); err != nil {
 		return nil, err
 	}
-	if err := mayAllowUserNS(who, req.AllowUserNS); err != nil {
+	if err := mayAllowUserNamespaces(who, req.AllowUserNamespaces); err != nil {
 		return nil, err
 	}
 	if err := mayShareProcesses(who, req.ShareProcesses); err != nil {
@@ -287,7 +287,7 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 	// unit's sandbox.
 	spec := enforcer.CommandSpec{Path: path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], User: spawn,
-		Sandbox:          enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNS, ReadOnly: readOnly},
+		Sandbox:          enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &hidden, MountNamespaceOf: p.pidfd, AllowUserNamespaces: req.AllowUserNamespaces, ReadOnly: readOnly},
 		EnvSocketsWithin: envSocketBounds(who, ownSockets)}
 	if joined {
 		// Its resolver and proxy listen in the caller's network namespace

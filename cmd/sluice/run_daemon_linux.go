@@ -37,7 +37,7 @@ func runViaDaemon(cmd *cobra.Command, c *api.Client, o runOptions, policy *allow
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
 	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
-		ShowPaths: o.showPaths, ReadOnlyPaths: o.readOnly, ShareProcesses: o.shareProcesses, AllowUserNS: o.allowUserNS}
+		ShowPaths: o.showPaths, ReadOnlyPaths: o.readOnly, ShareProcesses: o.shareProcesses, AllowUserNamespaces: o.allowUserNamespaces}
 	// --allow entries as strings; the file as it is, so allow_private and
 	// owners survive (the daemon parses it, and policy already did here).
 	_ = policy

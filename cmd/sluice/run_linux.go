@@ -186,7 +186,7 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	}
 	spec := enforcer.CommandSpec{Path: path, Argv: argv, Env: o.commandEnv(stderr),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: o.passFiles, User: spawn,
-		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden, AllowUserNamespaces: o.allowUserNS, ReadOnly: readOnly}}
+		Sandbox: enforcer.SandboxSpec{ShareProcesses: o.shareProcesses, Hidden: &hidden, AllowUserNamespaces: o.allowUserNamespaces, ReadOnly: readOnly}}
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(p string) { hid = append(hid, p) }
 	spec.Sandbox.OnSocketDropped = func(name, why string) {
