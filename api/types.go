@@ -45,10 +45,10 @@ type CreateRequest struct {
 	// ShareProcesses turns process isolation off; refused for a caller
 	// that is itself confined.
 	ShareProcesses bool `json:"share_processes,omitempty"`
-	// AllowUserNS lets the command create user namespaces, in which it
+	// AllowUserNamespaces lets the command create user namespaces, in which it
 	// could mount over allowed unix socket names; refused for a caller
 	// inside a session.
-	AllowUserNS bool `json:"allow_userns,omitempty"`
+	AllowUserNamespaces bool `json:"allow_userns,omitempty"`
 }
 
 // SessionInfo describes a session.

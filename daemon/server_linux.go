@@ -138,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 	s.adminGID, s.hasAdmGID = lookupGroup(cfg.AdminGroup)
 	if cfg.SocketMode != 0 {
 		if err := CheckSocketMode(cfg.SocketMode); err != nil {
-			return nil, fmt.Errorf("--socket-mode: %w", err)
+			return nil, fmt.Errorf("the API socket's mode: %w", err)
 		}
 	}
 	if mode, _ := socketPerm(cfg.SocketMode, s.sessionGID, s.hasSessionGID); s.hasAdmGID && s.adminGID != s.sessionGID && mode&0o006 == 0 {
@@ -151,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 	s.containerCallers = rules
 	ro, err := sandbox.ReadOnlyPaths(cfg.ReadOnlyPaths, nil)
 	if err != nil {
-		return nil, fmt.Errorf("--read-only: %w", err)
+		return nil, fmt.Errorf("the machine's read-only paths: %w", err)
 	}
 	s.cfg.ReadOnlyPaths = ro.Machine
 	for _, p := range ro.Machine {
@@ -249,7 +249,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.cfg.MetricsAddr != "" {
 		ap, err := netip.ParseAddrPort(s.cfg.MetricsAddr)
 		if err != nil || !ap.Addr().IsLoopback() {
-			return fmt.Errorf("--metrics-addr %q: want a loopback address and port, e.g. 127.0.0.1:9469", s.cfg.MetricsAddr)
+			return fmt.Errorf("metrics address %q: want a loopback address and port, e.g. 127.0.0.1:9469", s.cfg.MetricsAddr)
 		}
 		ml, err := net.Listen("tcp", ap.String())
 		if err != nil {

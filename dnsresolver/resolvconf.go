@@ -3,6 +3,7 @@
 package dnsresolver
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -11,18 +12,22 @@ import (
 	"github.com/miekg/dns"
 )
 
+// ErrNoUpstream is a resolver without an upstream to forward to. The
+// front door that knows how the user names one says so.
+var ErrNoUpstream = errors.New("no upstream DNS server configured")
+
 // SystemUpstreams reads the nameserver lines of a resolv.conf file (parsed
 // by miekg/dns, as the resolver's wire format is). Lines that are not IP
 // addresses are skipped and zone indices dropped; a file without
-// nameservers is an error that says how to pass one.
+// nameservers is an error that wraps ErrNoUpstream.
 func SystemUpstreams(path string) ([]string, error) {
 	c, err := dns.ClientConfigFromFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read DNS upstreams: %w (pass --dns-upstream ADDR[:PORT])", err)
+		return nil, fmt.Errorf("read DNS upstreams: %w: %w", err, ErrNoUpstream)
 	}
 	ups := upstreamsOf(c)
 	if len(ups) == 0 {
-		return nil, fmt.Errorf("no nameserver in %s: pass --dns-upstream ADDR[:PORT]", path)
+		return nil, fmt.Errorf("no nameserver in %s: %w", path, ErrNoUpstream)
 	}
 	return ups, nil
 }

@@ -3,6 +3,7 @@
 package dnsresolver
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,7 @@ options ndots:5
 	if got := SearchDomains(filepath.Join(dir, "missing")); got != nil {
 		t.Errorf("missing file: %v", got)
 	}
-	if _, err := SystemUpstreams(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "--dns-upstream") {
+	if _, err := SystemUpstreams(filepath.Join(dir, "missing")); err == nil || !errors.Is(err, ErrNoUpstream) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -66,7 +67,7 @@ func TestSystemUpstreamsFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("# nothing\nnameserver dns.example\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := SystemUpstreams(path); err == nil || !strings.Contains(err.Error(), "no nameserver") || !strings.Contains(err.Error(), "--dns-upstream") {
+	if _, err := SystemUpstreams(path); err == nil || !strings.Contains(err.Error(), "no nameserver") || !errors.Is(err, ErrNoUpstream) {
 		t.Errorf("no usable nameserver: %v", err)
 	}
 }

@@ -232,7 +232,7 @@ func typeString(t uint16) string {
 // forward asks each upstream in turn until one answers.
 func (r *Resolver) forward(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
 	if len(r.ups) == 0 {
-		return nil, errors.New("no upstream DNS server configured (--dns-upstream ADDR[:PORT])")
+		return nil, ErrNoUpstream
 	}
 	var errs []error
 	for _, u := range r.ups {

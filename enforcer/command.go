@@ -20,6 +20,12 @@ import (
 // session it runs in.
 const SessionEnv = "SLUICE_SESSION"
 
+// ErrNoProcessIsolation refuses a session that asks for process isolation
+// (the default) on a kernel without Landlock: it is never downgraded
+// silently. The front door that knows how the user turns isolation off
+// says so.
+var ErrNoProcessIsolation = errors.New("process isolation needs Landlock (Linux 5.13 with landlock in the lsm= list), which this kernel does not offer: without it the command could trace and read its user's other processes")
+
 // SandboxSpec is what a session's command may touch besides the network
 // (package sandbox). Its zero value is the default: every layer on, the
 // default hidden paths hidden.

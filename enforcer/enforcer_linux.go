@@ -265,12 +265,12 @@ func (s *Session) configure(opts Options) error {
 	}
 	if opts.PidsMax > 0 {
 		if err := s.cg.SetPidsMax(opts.PidsMax); err != nil {
-			return fmt.Errorf("--pids-max: %w", err)
+			return fmt.Errorf("the session's pids limit: %w", err)
 		}
 	}
 	if opts.MemoryMax > 0 {
 		if err := s.cg.SetMemoryMax(opts.MemoryMax); err != nil {
-			return fmt.Errorf("--memory-max: %w", err)
+			return fmt.Errorf("the session's memory limit: %w", err)
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@
 package enforcer
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/sluice-dev/sluice/callerns"
@@ -24,7 +23,7 @@ import (
 func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string, held bool, why string), own string) (func() error, error) {
 	sb := c.Sandbox
 	if !sb.ShareProcesses && sandbox.LandlockABI() < 1 {
-		return nil, errors.New("process isolation needs Landlock (Linux 5.13 with landlock in the lsm= list), which this kernel does not offer: without it the command could trace and read its user's other processes; pass --share-processes to run it anyway")
+		return nil, ErrNoProcessIsolation
 	}
 	hidden := sandbox.Hidden{Patterns: sandbox.DefaultHiddenPaths}
 	if sb.Hidden != nil {

@@ -6,7 +6,10 @@
 // sluice cannot load BPF (macOS, Windows, Landlock on unprivileged Linux)
 // the proxy is the only way out of the sandbox; in BPF sessions it gives
 // programs that honour HTTP_PROXY host-name precision (Env sets the
-// variables).
+// variables). Because it serves every mode, it is a room of its own rather
+// than part of userspace/ (the backends of the modes without BPF), and it
+// depends on neither the sandbox nor the sessions: only on the policy
+// model (allowlist, addrclass).
 //
 // # Rules
 //

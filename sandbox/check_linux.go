@@ -24,7 +24,7 @@ func Check() []Layer {
 	proc := Layer{Name: "process isolation"}
 	switch {
 	case abi < 1:
-		proc.Level, proc.Detail = Missing, "no Landlock: a session could trace, read and signal its user's other processes; sessions refuse to start unless run with --share-processes"
+		proc.Level, proc.Detail = Missing, "no Landlock: a session could trace, read and signal its user's other processes; sessions refuse to start unless they opt out of process isolation"
 		proc.Fix = "a kernel >= 5.13 booted with landlock in lsm= (>= 6.12 for signal and abstract-socket scopes)"
 	case mountErr != nil:
 		proc.Level, proc.Detail = Missing, "a private /proc cannot be mounted: "+mountErr.Error()

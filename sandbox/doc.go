@@ -9,6 +9,19 @@
 // started by the one command builder in enforcer, which applies this
 // package; sessions are sandboxed by default.
 //
+// # The room
+//
+// Every confinement primitive a session's processes run under lives here,
+// once: this package holds the Landlock domains (RestrictSelf for process
+// isolation, RestrictConnect for Landlock mode's TCP ports, ProbeLandlock),
+// the mount namespace and what it hides or keeps read-only; sandbox/seccomp
+// the seccomp filters and their assembler; sandbox/shim the process every
+// session's command starts as (`sluice __families`), which puts the layers
+// on in order and execs the command. The modes without BPF
+// (userspace/landlock and the other backends) use these primitives and add
+// only the mode around them. None of the three depends on a session, the
+// daemon or the proxy (cmd/sluice's imports test holds this).
+//
 // # Process isolation: a Landlock domain and a private /proc
 //
 // The shim that execs the command (sluice __families) first puts itself in

@@ -112,7 +112,7 @@ func Prepare(c Caller, req api.CreateRequest, m Machine, parsed *allowlist.Polic
 	if err := mayAudit(c, ownAudit, req.Audit); err != nil {
 		return nil, err
 	}
-	if err := mayAllowUserNS(c, req.AllowUserNS); err != nil {
+	if err := mayAllowUserNamespaces(c, req.AllowUserNamespaces); err != nil {
 		return nil, err
 	}
 	if err := mayShareProcesses(c, req.ShareProcesses); err != nil {

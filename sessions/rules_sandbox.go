@@ -14,10 +14,10 @@ func mayShareProcesses(c Caller, requested bool) error {
 	return nil
 }
 
-// mayAllowUserNS is the rule for allow_userns: a confined caller may not
+// mayAllowUserNamespaces is the rule for allow_userns: a confined caller may not
 // ask for it, since its own session refuses it user namespaces and the
 // new session would be a way round that.
-func mayAllowUserNS(c Caller, requested bool) error {
+func mayAllowUserNamespaces(c Caller, requested bool) error {
 	if requested && c.Confined {
 		return failf(Forbidden, "allow_userns: a confined caller may not allow user namespaces")
 	}

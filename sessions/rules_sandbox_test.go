@@ -22,7 +22,7 @@ func TestMayShareProcesses(t *testing.T) {
 		if err := mayShareProcesses(tc.c, tc.request); (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
-		if err := mayAllowUserNS(tc.c, tc.request); (err == nil) != tc.ok {
+		if err := mayAllowUserNamespaces(tc.c, tc.request); (err == nil) != tc.ok {
 			t.Errorf("allow_userns, %s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}

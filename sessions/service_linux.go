@@ -138,7 +138,7 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	spec := enforcer.CommandSpec{Path: plan.Path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], ExtraFiles: extra, User: plan.Spawn,
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &plan.Hidden, MountNamespaceOf: w.MountNamespaceOf,
-			AllowUserNamespaces: req.AllowUserNS, ReadOnly: plan.ReadOnly},
+			AllowUserNamespaces: req.AllowUserNamespaces, ReadOnly: plan.ReadOnly},
 		EnvSocketsWithin: plan.EnvSocketsWithin}
 	if w.Joined {
 		spec.Sandbox.NamespacesOf = w.NamespacesOf

@@ -124,7 +124,11 @@ func sandboxChecks() []checkResult {
 		if l.Level != sandbox.Full {
 			st = checkWarn
 		}
-		rs = append(rs, checkResult{name: l.Name, status: st, detail: l.Detail, fix: l.Fix})
+		detail := l.Detail
+		if l.Name == "process isolation" && l.Level == sandbox.Missing {
+			detail += " (sluice run --share-processes)"
+		}
+		rs = append(rs, checkResult{name: l.Name, status: st, detail: detail, fix: l.Fix})
 	}
 	if abi := sandbox.LandlockABI(); abi >= 1 {
 		if why, fix, ok := kaudit.Explained(abi); ok {

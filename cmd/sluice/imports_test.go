@@ -64,12 +64,7 @@ func TestNoPackageButTheCLIDependsOnTheServer(t *testing.T) {
 	}
 	for _, goos := range []string{"linux", "darwin", "windows"} {
 		t.Run(goos, func(t *testing.T) {
-			cmd := exec.Command(goBin, "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, modulePath+"/...")
-			cmd.Env = append(os.Environ(), "GOOS="+goos)
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("go list: %v\n%s", err, stderrOf(err))
-			}
+			out := goList(t, goBin, goos)
 			checked := 0
 			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 				fields := strings.Fields(line)
@@ -89,6 +84,90 @@ func TestNoPackageButTheCLIDependsOnTheServer(t *testing.T) {
 			}
 			if checked == 0 {
 				t.Fatalf("GOOS=%s: no package checked", goos)
+			}
+		})
+	}
+}
+
+// goList is `go list` of every package of the module for goos: one line
+// a package, its import path then every package it depends on.
+func goList(t *testing.T, goBin, goos string) []byte {
+	t.Helper()
+	cmd := exec.Command(goBin, "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, modulePath+"/...")
+	cmd.Env = append(os.Environ(), "GOOS="+goos)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderrOf(err))
+	}
+	return out
+}
+
+// rooms are the module's folders that keep one job, each with the rooms
+// it must never depend on (directly or through another package), so that
+// the import graph runs one way: the sandbox's primitives below the
+// sessions that use them, the proxy beside the sandbox rather than on
+// top of it, the modes without BPF away from the datapath, and small
+// helpers below everything. A room is a folder and every package under
+// it.
+var rooms = []struct {
+	room  string
+	never []string
+}{
+	{"sandbox", []string{"enforcer", "daemon", "api", "proxy", "userspace", "dnsresolver", "loader", "cmd", "ci"}},
+	{"sandbox/seccomp", []string{""}}, // assembled from UAPI values alone
+	{"proxy", []string{"enforcer", "daemon", "api", "sandbox", "userspace", "loader", "dnsresolver", "cmd", "ci"}},
+	{"userspace", []string{"enforcer", "daemon", "api", "loader", "cmd", "ci"}},
+	{"netns", []string{""}},
+	{"internal/atomicfile", []string{""}},
+	{"enforcer", []string{"daemon", "api", "cmd", "ci"}},
+	{"api", []string{"daemon", "enforcer", "sandbox", "cmd", "ci"}},
+	// The session service is below both front doors.
+	{"sessions", []string{"daemon", "cmd", "ci", "report", "suggest"}},
+	{"report", []string{"daemon", "enforcer", "sessions", "sandbox", "cmd", "ci"}},
+	{"suggest", []string{"daemon", "enforcer", "sessions", "sandbox", "report", "cmd", "ci"}},
+}
+
+// TestRoomsImportOneWay holds the rooms' rules on every platform sluice
+// builds for. "" in never stands for the whole module.
+func TestRoomsImportOneWay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command to list the packages: %v", err)
+	}
+	in := func(pkg, room string) bool {
+		full := modulePath + "/" + room
+		return pkg == full || strings.HasPrefix(pkg, full+"/")
+	}
+	for _, goos := range []string{"linux", "darwin", "windows"} {
+		t.Run(goos, func(t *testing.T) {
+			seen := map[string]bool{}
+			for _, line := range strings.Split(strings.TrimSpace(string(goList(t, goBin, goos))), "\n") {
+				fields := strings.Fields(line)
+				pkg, deps := fields[0], fields[1:]
+				for _, r := range rooms {
+					if !in(pkg, r.room) {
+						continue
+					}
+					seen[r.room] = true
+					for _, dep := range deps {
+						if !strings.HasPrefix(dep, modulePath+"/") || in(dep, r.room) {
+							continue
+						}
+						for _, never := range r.never {
+							if never == "" || in(dep, never) {
+								t.Errorf("GOOS=%s: %s depends on %s: the %s room must not depend on %s", goos, pkg, dep, r.room, map[bool]string{true: "the rest of the module", false: never}[never == ""])
+							}
+						}
+					}
+				}
+			}
+			for _, r := range rooms {
+				if !seen[r.room] {
+					t.Errorf("GOOS=%s: no package in the room %s: the rule checked nothing", goos, r.room)
+				}
 			}
 		})
 	}

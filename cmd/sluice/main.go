@@ -71,10 +71,10 @@ func main() {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "sluice:", ee.err)
+			fmt.Fprintln(os.Stderr, "sluice:", withFlagHint(ee.err))
 		}
 		os.Exit(ee.code)
 	}
-	fmt.Fprintln(os.Stderr, "sluice:", err)
+	fmt.Fprintln(os.Stderr, "sluice:", withFlagHint(err))
 	os.Exit(exitSluiceError)
 }

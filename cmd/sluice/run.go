@@ -38,12 +38,12 @@ type runOptions struct {
 	auditLog      string
 	suggest       string
 
-	showPaths      []string
-	readOnly       []string
-	shareProcesses bool
-	scrubEnv       bool
-	preserveFDs    int
-	allowUserNS    bool
+	showPaths           []string
+	readOnly            []string
+	shareProcesses      bool
+	scrubEnv            bool
+	preserveFDs         int
+	allowUserNamespaces bool
 
 	// passFiles are the descriptors --preserve-fds hands the command
 	// (inheritedFiles), set once run has closed the others.
@@ -147,7 +147,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.readOnly, "read-only", nil, "make `PATH` (a directory or a file, and everything below it) read-only for the command; an absolute path that exists (repeatable; adds to the daemon's --read-only paths, never removes one)")
 	f.BoolVar(&o.shareProcesses, "share-processes", false, "let the command see, trace and signal its user's processes outside the session (turns process isolation off)")
 	f.BoolVar(&o.scrubEnv, "scrub-env", false, "remove environment variables named like *_TOKEN, *_KEY, *_SECRET and *PASSWORD* from the command's environment")
-	f.BoolVar(&o.allowUserNS, "allow-userns", false, "with --share-processes: let the command create user namespaces (refused there by default: inside one it could mount another socket over an allowed unix socket name; with process isolation they are allowed and mounts are refused)")
+	f.BoolVar(&o.allowUserNamespaces, "allow-userns", false, "with --share-processes: let the command create user namespaces (refused there by default: inside one it could mount another socket over an allowed unix socket name; with process isolation they are allowed and mounts are refused)")
 	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass the `N` inherited descriptors 3 to 3+N-1 on to the command; every other descriptor sluice inherited is closed for it, as sudo does (a socket opened outside the session is never judged by it); not through the daemon")
 	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
 }
