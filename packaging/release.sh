@@ -105,8 +105,14 @@ for arch in "${archs[@]}"; do
 	sed -i -e "/^  # \${RPM_MAN_PAGES}\$/{r $stage/rpm-man.yaml" -e 'd}' "$stage/nfpm.yaml"
 	grep -q '^    dst: /usr/share/man/man1/sluice.1.gz$' "$stage/nfpm.yaml"
 	for fmt in "${formats[@]}"; do
-		(cd packaging/nfpm && "$GO" tool nfpm package --config "$stage/nfpm.yaml" --packager "$fmt" \
-			--target "$dist/" >/dev/null)
+		# nfpm says what it built on stdout, and sometimes why it failed
+		# there too: keep it quiet on success, show all of it on failure.
+		if ! (cd packaging/nfpm && "$GO" tool nfpm package --config "$stage/nfpm.yaml" --packager "$fmt" \
+			--target "$dist/" >"$stage/nfpm-$fmt.log" 2>&1); then
+			echo "release.sh: nfpm could not build the $fmt package for $arch:" >&2
+			cat "$stage/nfpm-$fmt.log" >&2
+			exit 1
+		fi
 	done
 done
 rm -rf "$stage"
