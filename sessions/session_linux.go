@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-dev/sluice/allowlist"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/exitstatus"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/proxy"
 )
@@ -278,7 +278,7 @@ func (ss *Session) readEvents() {
 func (ss *Session) Wait() {
 	code := -1
 	if ss.cmd != nil {
-		code = exitCode(ss.cmd.Wait())
+		code = exitstatus.Code(ss.cmd.Wait())
 	} else if err := ss.es.WaitEmpty(ss.sv.cfg.Stop); err != nil {
 		return // stopping: leave the session to the next front door
 	} else if ss.h.ExitOf != nil {
@@ -287,22 +287,6 @@ func (ss *Session) Wait() {
 		code = ss.h.ExitOf(ss)
 	}
 	ss.end(code)
-}
-
-// exitCode is the command's exit status as a shell tells it: its code,
-// or 128+signal; 125 when it could not be waited for.
-func exitCode(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return 125
 }
 
 // end removes the session: leftover processes are killed, its denials
