@@ -49,6 +49,8 @@ type options struct {
 	kdns       bool // the kernel DNS path against the resolver path (kdns_linux.go)
 	kdnsRounds int
 	kdnsDur    time.Duration
+	jobs       bool // the realistic jobs on every DNS path (jobs_linux.go)
+	jobsRounds int
 }
 
 func main() {
@@ -60,13 +62,15 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", 1, "multiplies every worker's iteration count")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random CIDR set")
 	flag.DurationVar(&o.budget, "budget", 130*time.Second, "measure for about this long at most: on a busy machine, run fewer rounds")
-	flag.DurationVar(&o.timeout, "timeout", 480*time.Second, "give up (and clean up) after this long")
+	flag.DurationVar(&o.timeout, "timeout", 720*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), or \"kdns\" (the kernel DNS path against the resolver path, in sessions)")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), \"kdns\" (the kernel DNS path against the resolver path, in sessions) or \"jobs\" (the realistic jobs)")
 	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
 	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
 	flag.DurationVar(&o.kdnsDur, "kdns-dur", 1500*time.Millisecond, "measured time of each case of the kernel DNS path benchmark (shorter cases, more rounds: finer alternation on a busy machine)")
+	flag.BoolVar(&o.jobs, "jobs", true, "measure the realistic jobs (curl processes, a Go client) unconfined and on every DNS path (about 80 s)")
+	flag.IntVar(&o.jobsRounds, "jobs-rounds", 5, "rounds of the realistic jobs (four arms each)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)
 		return err
@@ -80,9 +84,9 @@ func main() {
 
 func run(o options) int {
 	dnsOnly, daemonOnly, proxyOnly, runOnly := o.only == "dns", o.only == "daemon", o.only == "proxy", o.only == "run"
-	kdnsOnly := o.only == "kdns"
-	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\" and \"kdns\"\n", o.only)
+	kdnsOnly, jobsOnly := o.only == "kdns", o.only == "jobs"
+	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly && !jobsOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\", \"kdns\" and \"jobs\"\n", o.only)
 		return 2
 	}
 	if err := o.proxyOpts.validate(); (o.proxy || proxyOnly) && err != nil {
@@ -108,6 +112,8 @@ func run(o options) int {
 		minTimeout = proxyBudget
 	case kdnsOnly:
 		minTimeout = kdnsBudget
+	case jobsOnly:
+		minTimeout = jobsBudget
 	case o.dns:
 		minTimeout += dnsBudget
 	}
@@ -120,12 +126,15 @@ func run(o options) int {
 	if o.kdns && o.only == "" {
 		minTimeout += kdnsBudget
 	}
+	if o.jobs && o.only == "" {
+		minTimeout += jobsBudget
+	}
 	if !dnsOnly && !proxyOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
 		return 1
 	}
-	if o.kdnsDur <= 0 || o.kdnsRounds < 1 {
-		fmt.Fprintln(os.Stderr, "bench: want -kdns-dur > 0 and -kdns-rounds ≥ 1")
+	if o.kdnsDur <= 0 || o.kdnsRounds < 1 || o.jobsRounds < 1 || o.jobsRounds > 50 {
+		fmt.Fprintln(os.Stderr, "bench: want -kdns-dur > 0, -kdns-rounds ≥ 1 and 1 ≤ -jobs-rounds ≤ 50")
 		return 2
 	}
 	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < minTimeout {
@@ -153,6 +162,8 @@ func run(o options) int {
 		measure = benchRunOnly
 	case kdnsOnly:
 		measure = benchKDNSOnly
+	case jobsOnly:
+		measure = benchJobsOnly
 	}
 	missed, err := measure(ctx, o)
 	if err != nil {
@@ -199,6 +210,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	var kdnsRes *kdnsResult
 	if o.kdns {
 		if kdnsRes, err = measureKDNS(ctx, o.instance, o.kdnsRounds, o.kdnsDur); err != nil {
+			return false, err
+		}
+	}
+	// So do the realistic jobs, on an instance of their own.
+	var jobsRes *jobsResult
+	if o.jobs {
+		if jobsRes, err = measureJobs(ctx, o.instance, o.jobsRounds); err != nil {
 			return false, err
 		}
 	}
@@ -364,6 +382,14 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	defer w.Flush()
 	fmt.Fprintf(w, "%s; load average %s at start, %s at end\n", machineSummary(sluice), loadBefore, loadAverage())
 	fmt.Fprintln(w)
+	// The realistic jobs first: they are what a user feels.
+	if jobsRes != nil {
+		jobsRes.write(w)
+		fmt.Fprintln(w)
+		jobsRes.describe(w)
+		fmt.Fprintln(w)
+		missed = missed || jobsRes.missed()
+	}
 	roundsNote := fmt.Sprintf("%d rounds", rounds)
 	if rounds < o.rounds || len(rt.wall.a) < o.rounds {
 		roundsNote = fmt.Sprintf("%d rounds of worker benchmarks and %d of `sluice run` (of %d asked: the machine was too slow for -budget %s)", rounds, len(rt.wall.a), o.rounds, o.budget)
