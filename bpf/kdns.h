@@ -124,6 +124,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kdns_events SEC(".maps");
 
+/* Queries the kernel path judged allowed and sent upstream itself (user
+ * space never sees them), per CPU: the daemon's DNS metrics read it at
+ * scrape time. Pinned, so it keeps counting while the daemon restarts. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kdns_counts SEC(".maps");
+
 /* Scratch space, one per CPU and per program: ingress (softirq) can
  * interrupt egress on the same CPU, so they never share one. */
 struct kdns_qscratch {
@@ -536,8 +547,12 @@ punt:
 	struct kdns_query_key k = {.cookie = cookie, .id = id};
 	if (bpf_map_update_elem(&kdns_queries, &k, q, BPF_ANY))
 		return KDNS_DROP_QUIET;
-	if (q->state == KDNS_Q_KERNEL)
+	if (q->state == KDNS_Q_KERNEL) {
+		__u64 *n = bpf_map_lookup_elem(&kdns_counts, &zero);
+		if (n)
+			*n += 1;
 		return KDNS_PASS;
+	}
 	kdns_report(&l, session, cookie, KDNS_EV_QUERY, why, s->pkt, len, 1);
 	return KDNS_DROP_QUIET;
 }

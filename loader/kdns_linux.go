@@ -618,3 +618,26 @@ func (d *Datapath) KDNSProgramStats() (egress, ingress ebpf.ProgramStats, err er
 	ingress, err = get("link_kdns_ingress")
 	return egress, ingress, err
 }
+
+// KDNSForwarded is how many queries the kernel DNS path judged allowed and
+// sent upstream itself, summed over the CPUs, since the datapath's maps
+// were created (they are pinned: the count goes on across restarts of
+// their owner). Queries the kernel hands to user space are not in it: the
+// resolver answers and counts those.
+func (d *Datapath) KDNSForwarded() (uint64, error) {
+	if d.kdnsErr != nil {
+		return 0, d.kdnsErr
+	}
+	if d.objs.KdnsCounts == nil {
+		return 0, errors.New("kernel DNS path: no query counter")
+	}
+	var perCPU []uint64
+	if err := d.objs.KdnsCounts.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, fmt.Errorf("kernel DNS path: query counter: %w", err)
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n, nil
+}

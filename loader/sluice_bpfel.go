@@ -286,6 +286,7 @@ const (
 	sluiceMapDnsOrigins          = "dns_origins"
 	sluiceMapEvents              = "events"
 	sluiceMapKdnsAscratch        = "kdns_ascratch"
+	sluiceMapKdnsCounts          = "kdns_counts"
 	sluiceMapKdnsEvents          = "kdns_events"
 	sluiceMapKdnsNames           = "kdns_names"
 	sluiceMapKdnsQscratch        = "kdns_qscratch"
@@ -405,6 +406,7 @@ type sluiceMapSpecs struct {
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
@@ -468,6 +470,7 @@ type sluiceMaps struct {
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
 	Events            *ebpf.Map `ebpf:"events"`
 	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
@@ -492,6 +495,7 @@ func (m *sluiceMaps) Close() error {
 		m.DnsOrigins,
 		m.Events,
 		m.KdnsAscratch,
+		m.KdnsCounts,
 		m.KdnsEvents,
 		m.KdnsNames,
 		m.KdnsQscratch,

@@ -172,6 +172,7 @@ const (
 	kdnstestMapDnsOrigins          = "dns_origins"
 	kdnstestMapEvents              = "events"
 	kdnstestMapKdnsAscratch        = "kdns_ascratch"
+	kdnstestMapKdnsCounts          = "kdns_counts"
 	kdnstestMapKdnsEvents          = "kdns_events"
 	kdnstestMapKdnsNames           = "kdns_names"
 	kdnstestMapKdnsQscratch        = "kdns_qscratch"
@@ -295,6 +296,7 @@ type kdnstestMapSpecs struct {
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
@@ -358,6 +360,7 @@ type kdnstestMaps struct {
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
 	Events            *ebpf.Map `ebpf:"events"`
 	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
@@ -382,6 +385,7 @@ func (m *kdnstestMaps) Close() error {
 		m.DnsOrigins,
 		m.Events,
 		m.KdnsAscratch,
+		m.KdnsCounts,
 		m.KdnsEvents,
 		m.KdnsNames,
 		m.KdnsQscratch,
