@@ -557,6 +557,7 @@ punt:
 	return KDNS_DROP_QUIET;
 }
 
+/* Reached from sluice_egress by a tail call (kdns_tail), for UDP packets. */
 SEC("cgroup_skb/egress")
 int sluice_kdns_egress(struct __sk_buff *skb)
 {
@@ -991,6 +992,19 @@ punt:
 SEC("cgroup_skb/ingress")
 int sluice_kdns_ingress(struct __sk_buff *skb)
 {
+	const __u8 *data = (const __u8 *)(long)skb->data;
+	const __u8 *end = (const __u8 *)(long)skb->data_end;
+
+	/* It runs on every packet a session receives: what the first bytes
+	 * show not to be UDP (a UDP socket receives nothing else) leaves at
+	 * once, before the socket's lookup. */
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (data + 10 <= end && data[9] != IPPROTO_UDP)
+			return 1;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (data + 7 <= end && data[6] == IPPROTO_TCP)
+			return 1;
+	}
 	if (!kdns_socket(skb))
 		return 1;
 	return kdns_ingress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));

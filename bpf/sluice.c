@@ -823,23 +823,52 @@ static __always_inline int egress_slow(struct __sk_buff *skb)
 	return 0;
 }
 
+/* The kernel DNS path's egress program (sluice_kdns_egress), reached by a
+ * tail call from sluice_egress for UDP packets only. It is not attached to
+ * the sessions' cgroups as a program of its own: a cgroup_skb program costs
+ * its call on every packet (a TCP connect+close cycle pays it on each of its
+ * packets), and sluice_egress runs on every packet anyway. The slot is
+ * empty where the kernel refuses the program (sessions then never take the
+ * kernel path). Pinned: a pin holds the array's entries, which the kernel
+ * would clear with the last user reference otherwise. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kdns_tail SEC(".maps");
+
+/* egress_dns hands a UDP packet to the kernel DNS path's egress program. */
+static __always_inline int egress_dns(struct __sk_buff *skb)
+{
+	bpf_tail_call(skb, &kdns_tail, 0);
+	/* No program in the slot: a socket pointed at the upstream must not
+	 * send what nobody judged (fails closed); the rest passes. */
+	return kdns_socket(skb) ? KDNS_DROP_QUIET : 1;
+}
+
 SEC("cgroup_skb/egress")
 int sluice_egress(struct __sk_buff *skb)
 {
 	const __u8 *data = (const __u8 *)(long)skb->data;
 	const __u8 *end = (const __u8 *)(long)skb->data_end;
 
+	/* The common packet: recognised, and found not to be UDP (TCP: done),
+	 * from the bytes read in place. */
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		if (data + 1 <= end && (data[0] & 0xf) == 5)
-			return 1;
+		if (data + 10 <= end && (data[0] & 0xf) == 5)
+			return data[9] == IPPROTO_UDP ? egress_dns(skb) : 1;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		if (data + 7 <= end && data[6] != NEXTHDR_HOP &&
 		    data[6] != NEXTHDR_DEST && data[6] != NEXTHDR_ROUTING)
-			return 1;
+			return data[6] == IPPROTO_UDP ? egress_dns(skb) : 1;
 	} else {
 		return 1;
 	}
-	return egress_slow(skb);
+	if (!egress_slow(skb))
+		return 0;
+	return egress_dns(skb);
 }
 
 /* ---- loopback "session" mode: listeners created inside the session ---- */

@@ -293,6 +293,7 @@ const (
 	sluiceMapKdnsQueries         = "kdns_queries"
 	sluiceMapKdnsSessionEvents   = "kdns_session_events"
 	sluiceMapKdnsSessions        = "kdns_sessions"
+	sluiceMapKdnsTail            = "kdns_tail"
 	sluiceMapLearned             = "learned"
 	sluiceMapListeners           = "listeners"
 	sluiceMapLoopbackPorts       = "loopback_ports"
@@ -413,6 +414,7 @@ type sluiceMapSpecs struct {
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.MapSpec `ebpf:"kdns_tail"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
@@ -477,6 +479,7 @@ type sluiceMaps struct {
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.Map `ebpf:"kdns_tail"`
 	Learned           *ebpf.Map `ebpf:"learned"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
@@ -502,6 +505,7 @@ func (m *sluiceMaps) Close() error {
 		m.KdnsQueries,
 		m.KdnsSessionEvents,
 		m.KdnsSessions,
+		m.KdnsTail,
 		m.Learned,
 		m.Listeners,
 		m.LoopbackPorts,

@@ -179,6 +179,7 @@ const (
 	kdnstestMapKdnsQueries         = "kdns_queries"
 	kdnstestMapKdnsSessionEvents   = "kdns_session_events"
 	kdnstestMapKdnsSessions        = "kdns_sessions"
+	kdnstestMapKdnsTail            = "kdns_tail"
 	kdnstestMapLearned             = "learned"
 	kdnstestMapListeners           = "listeners"
 	kdnstestMapLoopbackPorts       = "loopback_ports"
@@ -303,6 +304,7 @@ type kdnstestMapSpecs struct {
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.MapSpec `ebpf:"kdns_tail"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
@@ -367,6 +369,7 @@ type kdnstestMaps struct {
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.Map `ebpf:"kdns_tail"`
 	Learned           *ebpf.Map `ebpf:"learned"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
@@ -392,6 +395,7 @@ func (m *kdnstestMaps) Close() error {
 		m.KdnsQueries,
 		m.KdnsSessionEvents,
 		m.KdnsSessions,
+		m.KdnsTail,
 		m.Learned,
 		m.Listeners,
 		m.LoopbackPorts,

@@ -49,7 +49,8 @@ type options struct {
 	kdns       bool // the kernel DNS path against the resolver path (kdns_linux.go)
 	kdnsRounds int
 	kdnsDur    time.Duration
-	jobs       bool // the realistic jobs on every DNS path (jobs_linux.go)
+	workersDNS string // the worker session's DNS path ("none": no DNS)
+	jobs       bool   // the realistic jobs on every DNS path (jobs_linux.go)
 	jobsRounds int
 }
 
@@ -69,6 +70,7 @@ func main() {
 	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
 	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
 	flag.DurationVar(&o.kdnsDur, "kdns-dur", 1500*time.Millisecond, "measured time of each case of the kernel DNS path benchmark (shorter cases, more rounds: finer alternation on a busy machine)")
+	flag.StringVar(&o.workersDNS, "workers-dns", "auto", "DNS path of the worker benchmarks' confined session, as `sluice run` gives one: auto (the default path), kernel, resolver, or none (no DNS redirection: the datapath alone)")
 	flag.BoolVar(&o.jobs, "jobs", true, "measure the realistic jobs (curl processes, a Go client) unconfined and on every DNS path (about 80 s)")
 	flag.IntVar(&o.jobsRounds, "jobs-rounds", 5, "rounds of the realistic jobs (four arms each)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
@@ -297,7 +299,18 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 		return false, fmt.Errorf("open the enforcer: %w", err)
 	}
 	defer e.Close()
-	sess, err := e.NewSession(enforcer.Options{})
+	// The worker session has DNS as `sluice run` sets it up (its per-packet
+	// programs are part of what a session's connections pay); nothing
+	// here asks a name, so the upstream never hears from it.
+	var sessOpts enforcer.Options
+	if o.workersDNS != "none" {
+		path, err := enforcer.ParseDNSPath(o.workersDNS)
+		if err != nil {
+			return false, fmt.Errorf("-workers-dns: %w", err)
+		}
+		sessOpts.DNS = &enforcer.DNSOptions{Path: path, Upstreams: []string{"127.0.0.1:53"}}
+	}
+	sess, err := e.NewSession(sessOpts)
 	if err != nil {
 		return false, fmt.Errorf("new session: %w", err)
 	}
@@ -394,8 +407,8 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	if rounds < o.rounds || len(rt.wall.a) < o.rounds {
 		roundsNote = fmt.Sprintf("%d rounds of worker benchmarks and %d of `sluice run` (of %d asked: the machine was too slow for -budget %s)", rounds, len(rt.wall.a), o.rounds, o.budget)
 	}
-	fmt.Fprintf(w, "%s, arms alternating (A B, then B A); per-operation times are medians, as uid 65534. The confined session holds %d CIDRs (%d IPv4 in 10.0.0.0/8, %d IPv6 in fd00::/8; loaded in %s); no traffic goes to them. The judged connects run in an empty network namespace, so nothing is sent; the cycle's listener is on %s, put on lo of the worker's own empty namespace and allowed by one more CIDR.\n\n",
-		roundsNote, len(prefixes), o.cidrs/2, len(prefixes)-o.cidrs/2, loadTime.Round(time.Millisecond), cycleAddr)
+	fmt.Fprintf(w, "%s, arms alternating (A B, then B A); per-operation times are medians, as uid 65534. The confined session (DNS path %s) holds %d CIDRs (%d IPv4 in 10.0.0.0/8, %d IPv6 in fd00::/8; loaded in %s); no traffic goes to them. The judged connects run in an empty network namespace, so nothing is sent; the cycle's listener is on %s, put on lo of the worker's own empty namespace and allowed by one more CIDR.\n\n",
+		roundsNote, o.workersDNS, len(prefixes), o.cidrs/2, len(prefixes)-o.cidrs/2, loadTime.Round(time.Millisecond), cycleAddr)
 	writeTable(w, rows)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "`sluice run -- true`: first run on a fresh instance (creates the cgroup, maps and pins) %s; CPU time of a run, median: user %s, system %s.\n",
