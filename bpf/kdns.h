@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 
-/* The kernel DNS path (issue 13), included by sluice.c after its maps.
+/* The kernel DNS path (issue 13): its maps, parsers and judges; its two
+ * programs are in kdns.c.
  *
  * A session with KDNS_ON sends its UDP DNS straight to its upstream
  * (connect4/6 and sendmsg4/6 rewrite port 53 there; recvmsg and getpeername
@@ -35,6 +36,12 @@
  * the injected answer instead of failing with EPERM.
  *
  * Every variable-length walk is a bpf_loop. */
+
+#ifndef SLUICE_KDNS_H
+#define SLUICE_KDNS_H
+
+#include "common.h"
+
 
 #define KDNS_QPKT 512   /* queries: the buffer the egress parser reads */
 #define KDNS_APKT 2048  /* answers: larger ones go to user space */
@@ -557,15 +564,6 @@ punt:
 	return KDNS_DROP_QUIET;
 }
 
-/* Reached from sluice_egress by a tail call (kdns_tail), for UDP packets. */
-SEC("cgroup_skb/egress")
-int sluice_kdns_egress(struct __sk_buff *skb)
-{
-	if (!kdns_socket(skb))
-		return KDNS_PASS;
-	return kdns_egress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
-}
-
 /* ---- ingress: the answer ---- */
 
 struct kdns_dname {
@@ -989,23 +987,4 @@ punt:
 	return 0;
 }
 
-SEC("cgroup_skb/ingress")
-int sluice_kdns_ingress(struct __sk_buff *skb)
-{
-	const __u8 *data = (const __u8 *)(long)skb->data;
-	const __u8 *end = (const __u8 *)(long)skb->data_end;
-
-	/* It runs on every packet a session receives: what the first bytes
-	 * show not to be UDP (a UDP socket receives nothing else) leaves at
-	 * once, before the socket's lookup. */
-	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		if (data + 10 <= end && data[9] != IPPROTO_UDP)
-			return 1;
-	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
-		if (data + 7 <= end && data[6] == IPPROTO_TCP)
-			return 1;
-	}
-	if (!kdns_socket(skb))
-		return 1;
-	return kdns_ingress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
-}
+#endif /* SLUICE_KDNS_H */

@@ -321,7 +321,7 @@ type KDNSConfig struct {
 	// (--dns-path auto): UDP DNS goes to the session's resolver while it
 	// holds its socket, and straight to the upstream while it does not
 	// (the owner is dead or restarting). The programs check at every DNS
-	// connect/sendmsg (bpf/sluice.c, resolver_alive).
+	// connect/sendmsg (bpf/dns_redirect.h, resolver_alive).
 	Failover bool
 }
 
