@@ -86,15 +86,14 @@ type jobsResult struct {
 
 // jobWorld is the job world: its network namespace and its servers.
 type jobWorld struct {
-	ns        *os.File
-	resolv    string // the resolv.conf bind-mounted over the jobs' own
-	upstream  netip.AddrPort
-	delay     atomic.Int64 // ns
-	queries   atomic.Uint64
-	requests  atomic.Uint64
-	dnsSrv    []*dns.Server
-	httpSrv   *http.Server
-	closeOnce []func()
+	ns       *os.File
+	resolv   string // the resolv.conf bind-mounted over the jobs' own
+	upstream netip.AddrPort
+	delay    atomic.Int64 // ns
+	queries  atomic.Uint64
+	requests atomic.Uint64
+	dnsSrv   []*dns.Server
+	httpSrv  *http.Server
 }
 
 // startJobWorld creates the job world. The stub answers on jobDNSAddr:53
