@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 
-/* The kernel DNS path (issue 13), included by sluice.c after its maps.
+/* The kernel DNS path (issue 13): its maps, parsers and judges; its two
+ * programs are in kdns.c.
  *
  * A session with KDNS_ON sends its UDP DNS straight to its upstream
  * (connect4/6 and sendmsg4/6 rewrite port 53 there; recvmsg and getpeername
@@ -35,6 +36,12 @@
  * the injected answer instead of failing with EPERM.
  *
  * Every variable-length walk is a bpf_loop. */
+
+#ifndef SLUICE_KDNS_H
+#define SLUICE_KDNS_H
+
+#include "common.h"
+
 
 #define KDNS_QPKT 512   /* queries: the buffer the egress parser reads */
 #define KDNS_APKT 2048  /* answers: larger ones go to user space */
@@ -123,6 +130,17 @@ struct {
 	__uint(max_entries, KDNS_RINGBUF_SIZE);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kdns_events SEC(".maps");
+
+/* Queries the kernel path judged allowed and sent upstream itself (user
+ * space never sees them), per CPU: the daemon's DNS metrics read it at
+ * scrape time. Pinned, so it keeps counting while the daemon restarts. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kdns_counts SEC(".maps");
 
 /* Scratch space, one per CPU and per program: ingress (softirq) can
  * interrupt egress on the same CPU, so they never share one. */
@@ -536,18 +554,14 @@ punt:
 	struct kdns_query_key k = {.cookie = cookie, .id = id};
 	if (bpf_map_update_elem(&kdns_queries, &k, q, BPF_ANY))
 		return KDNS_DROP_QUIET;
-	if (q->state == KDNS_Q_KERNEL)
+	if (q->state == KDNS_Q_KERNEL) {
+		__u64 *n = bpf_map_lookup_elem(&kdns_counts, &zero);
+		if (n)
+			*n += 1;
 		return KDNS_PASS;
+	}
 	kdns_report(&l, session, cookie, KDNS_EV_QUERY, why, s->pkt, len, 1);
 	return KDNS_DROP_QUIET;
-}
-
-SEC("cgroup_skb/egress")
-int sluice_kdns_egress(struct __sk_buff *skb)
-{
-	if (!kdns_socket(skb))
-		return KDNS_PASS;
-	return kdns_egress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
 }
 
 /* ---- ingress: the answer ---- */
@@ -973,10 +987,4 @@ punt:
 	return 0;
 }
 
-SEC("cgroup_skb/ingress")
-int sluice_kdns_ingress(struct __sk_buff *skb)
-{
-	if (!kdns_socket(skb))
-		return 1;
-	return kdns_ingress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
-}
+#endif /* SLUICE_KDNS_H */

@@ -24,7 +24,7 @@ func newMetrics(s *Server) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		dnsQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_dns_queries_total", Help: "DNS queries answered by sessions' resolvers, by verdict.",
+			Name: dnsQueriesName, Help: dnsQueriesHelp,
 		}, []string{"verdict"}),
 		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sluice_dns_upstream_duration_seconds", Help: "Round trip time of queries forwarded upstream.",
@@ -40,11 +40,39 @@ func newMetrics(s *Server) *metrics {
 	m.sandbox = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_sandbox_denials_total", Help: "Refusals by sessions' Landlock domains (ptrace, pidfd_getfd, process_vm_*, /proc files, signal), read from the kernel's audit records; every one, before the audit log's rate limit.",
 	}, []string{"access"})
-	m.reg.MustRegister(m.dnsQueries, m.upstream, m.events, m.policy, m.sandbox, &sessionCollector{s: s})
+	m.reg.MustRegister(&dnsQueriesCollector{vec: m.dnsQueries, s: s}, m.upstream, m.events, m.policy, m.sandbox, &sessionCollector{s: s})
 	for _, v := range []string{"forwarded", "cached", "refused", "servfail", "local", "other"} {
 		m.dnsQueries.WithLabelValues(v)
 	}
 	return m
+}
+
+const (
+	dnsQueriesName = "sluice_dns_queries_total"
+	dnsQueriesHelp = "DNS queries of sessions, by verdict: the resolvers' (forwarded, cached, refused, servfail, local, other) and kernel, those the kernel DNS path judged and sent upstream itself, counted in the kernel since the datapath was created (on across daemon restarts, while the default path fails over to it)."
+)
+
+// descKernelQueries is sluice_dns_queries_total's descriptor (the same as
+// the counter vector's), for the kernel path's share.
+var descKernelQueries = prometheus.NewDesc(dnsQueriesName, dnsQueriesHelp, []string{"verdict"}, nil)
+
+// dnsQueriesCollector is sluice_dns_queries_total: the resolvers' verdicts,
+// counted as they answer, and verdict="kernel", read from the datapath at
+// scrape time (the kernel path's queries never reach user space).
+type dnsQueriesCollector struct {
+	vec *prometheus.CounterVec
+	s   *Server
+}
+
+func (c *dnsQueriesCollector) Describe(ch chan<- *prometheus.Desc) { c.vec.Describe(ch) }
+
+func (c *dnsQueriesCollector) Collect(ch chan<- prometheus.Metric) {
+	c.vec.Collect(ch)
+	// No counter (a kernel without the kernel path's programs): no series
+	// rather than a zero that would claim it counts.
+	if n, err := c.s.e.Datapath().KDNSForwarded(); err == nil {
+		ch <- prometheus.MustNewConstMetric(descKernelQueries, prometheus.CounterValue, float64(n), "kernel")
+	}
 }
 
 var (

@@ -451,6 +451,20 @@ func (s *Session) Spawn(cmd *exec.Cmd, user cgroups.SpawnOptions) error {
 	return p.Spawn(cmd, user)
 }
 
+// SpawnWith is Spawn with a step of the caller's: prepare runs as root on
+// the thread that then clones the command, just before the clone
+// (cgroups.Session.StartWith), so that per-thread state it sets up (a
+// network or mount namespace the command is born in) reaches the command
+// and nothing else. Like Spawn it is for benchmarks and tests that place a
+// command in a world of their own.
+func (s *Session) SpawnWith(cmd *exec.Cmd, user cgroups.SpawnOptions, prepare func() error) error {
+	p := sessionSpawner{s: s, prepare: prepare}
+	if err := p.Verify(); err != nil {
+		return fmt.Errorf("refusing to start the command: %w", err)
+	}
+	return p.Spawn(cmd, user)
+}
+
 // sessionSpawner is the real spawner: the pinned datapath and the
 // session's cgroup; prepare, when set, builds the sandbox on the spawning
 // thread.

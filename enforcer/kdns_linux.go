@@ -37,8 +37,10 @@ const (
 	// automatic failover: UDP DNS goes to the session's resolver (and its
 	// cache) while the resolver holds its socket, and takes the kernel
 	// path while it does not (its owner is dead or restarting), so no
-	// lookup waits for a daemon. The kernel path's programs stay attached
-	// to the session for that: sessions pay their per-packet cost.
+	// lookup waits for a daemon. The kernel path's ingress program stays
+	// attached to the session for that (its egress judge is a tail call of
+	// the datapath's egress program): sessions pay one program run per
+	// received packet.
 	DNSPathAuto DNSPath = "auto"
 )
 

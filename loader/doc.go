@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package loader is the Go face of sluice's kernel datapath (bpf/sluice.c):
+// Package loader is the Go face of sluice's kernel datapath (bpf/sluice.c,
+// one compilation unit of a file per program family):
 // it loads the programs, pins maps and links under a root-only bpffs
 // directory, attaches them with bpf_link to the sluice parent cgroup,
 // re-opens the pinned objects after a restart, verifies that the programs

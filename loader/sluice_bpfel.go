@@ -286,12 +286,14 @@ const (
 	sluiceMapDnsOrigins          = "dns_origins"
 	sluiceMapEvents              = "events"
 	sluiceMapKdnsAscratch        = "kdns_ascratch"
+	sluiceMapKdnsCounts          = "kdns_counts"
 	sluiceMapKdnsEvents          = "kdns_events"
 	sluiceMapKdnsNames           = "kdns_names"
 	sluiceMapKdnsQscratch        = "kdns_qscratch"
 	sluiceMapKdnsQueries         = "kdns_queries"
 	sluiceMapKdnsSessionEvents   = "kdns_session_events"
 	sluiceMapKdnsSessions        = "kdns_sessions"
+	sluiceMapKdnsTail            = "kdns_tail"
 	sluiceMapLearned             = "learned"
 	sluiceMapListeners           = "listeners"
 	sluiceMapLoopbackPorts       = "loopback_ports"
@@ -405,12 +407,14 @@ type sluiceMapSpecs struct {
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.MapSpec `ebpf:"kdns_tail"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
@@ -468,12 +472,14 @@ type sluiceMaps struct {
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
 	Events            *ebpf.Map `ebpf:"events"`
 	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.Map `ebpf:"kdns_tail"`
 	Learned           *ebpf.Map `ebpf:"learned"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
@@ -492,12 +498,14 @@ func (m *sluiceMaps) Close() error {
 		m.DnsOrigins,
 		m.Events,
 		m.KdnsAscratch,
+		m.KdnsCounts,
 		m.KdnsEvents,
 		m.KdnsNames,
 		m.KdnsQscratch,
 		m.KdnsQueries,
 		m.KdnsSessionEvents,
 		m.KdnsSessions,
+		m.KdnsTail,
 		m.Learned,
 		m.Listeners,
 		m.LoopbackPorts,

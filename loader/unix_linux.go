@@ -295,7 +295,7 @@ func (d *Datapath) SetUnixMatches(cgid uint64, globs, prefixes []string) error {
 	return d.deleteUnixGlobs(cgid, len(entries))
 }
 
-// globPrefix is bpf/sluice.c's GLOB_PREFIX.
+// globPrefix is bpf/unix.c's GLOB_PREFIX.
 const globPrefix = 1
 
 // cleanPrefix reports whether p is an absolute directory path

@@ -172,12 +172,14 @@ const (
 	kdnstestMapDnsOrigins          = "dns_origins"
 	kdnstestMapEvents              = "events"
 	kdnstestMapKdnsAscratch        = "kdns_ascratch"
+	kdnstestMapKdnsCounts          = "kdns_counts"
 	kdnstestMapKdnsEvents          = "kdns_events"
 	kdnstestMapKdnsNames           = "kdns_names"
 	kdnstestMapKdnsQscratch        = "kdns_qscratch"
 	kdnstestMapKdnsQueries         = "kdns_queries"
 	kdnstestMapKdnsSessionEvents   = "kdns_session_events"
 	kdnstestMapKdnsSessions        = "kdns_sessions"
+	kdnstestMapKdnsTail            = "kdns_tail"
 	kdnstestMapLearned             = "learned"
 	kdnstestMapListeners           = "listeners"
 	kdnstestMapLoopbackPorts       = "loopback_ports"
@@ -295,12 +297,14 @@ type kdnstestMapSpecs struct {
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.MapSpec `ebpf:"kdns_tail"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
@@ -358,12 +362,14 @@ type kdnstestMaps struct {
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
 	Events            *ebpf.Map `ebpf:"events"`
 	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
+	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
+	KdnsTail          *ebpf.Map `ebpf:"kdns_tail"`
 	Learned           *ebpf.Map `ebpf:"learned"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
@@ -382,12 +388,14 @@ func (m *kdnstestMaps) Close() error {
 		m.DnsOrigins,
 		m.Events,
 		m.KdnsAscratch,
+		m.KdnsCounts,
 		m.KdnsEvents,
 		m.KdnsNames,
 		m.KdnsQscratch,
 		m.KdnsQueries,
 		m.KdnsSessionEvents,
 		m.KdnsSessions,
+		m.KdnsTail,
 		m.Learned,
 		m.Listeners,
 		m.LoopbackPorts,

@@ -277,7 +277,7 @@ func (k *kdnsResult) rows() []tableRow {
 		addedInfoRow(fmt.Sprintf("DNS resolver path: p99 added, open loop at %s", fmtQPS(kdnsRate)), &k.rP99),
 		addedInfoRow(fmt.Sprintf("DNS kernel path: p50 added at %s", fmtQPS(kdnsRate)), &k.kP50),
 		addedInfoRow(fmt.Sprintf("DNS resolver path: p50 added at %s", fmtQPS(kdnsRate)), &k.rP50),
-		{bench: "DNS kernel path: BPF per query (egress + ingress program)", b: fmtNS(k.bpfEgressNS + k.bpfIngressNS),
+		{bench: "DNS kernel path: BPF per query (the datapath's egress program with its tail call to the judge, + ingress program)", b: fmtNS(k.bpfEgressNS + k.bpfIngressNS),
 			cmp: fmt.Sprintf("%s + %s over %d queries", fmtNS(k.bpfEgressNS), fmtNS(k.bpfIngressNS), k.bpfQueries), target: "—", result: "report only"},
 	}
 }

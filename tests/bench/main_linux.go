@@ -49,6 +49,9 @@ type options struct {
 	kdns       bool // the kernel DNS path against the resolver path (kdns_linux.go)
 	kdnsRounds int
 	kdnsDur    time.Duration
+	workersDNS string // the worker session's DNS path ("none": no DNS)
+	jobs       bool   // the realistic jobs on every DNS path (jobs_linux.go)
+	jobsRounds int
 }
 
 func main() {
@@ -60,13 +63,16 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", 1, "multiplies every worker's iteration count")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random CIDR set")
 	flag.DurationVar(&o.budget, "budget", 130*time.Second, "measure for about this long at most: on a busy machine, run fewer rounds")
-	flag.DurationVar(&o.timeout, "timeout", 480*time.Second, "give up (and clean up) after this long")
+	flag.DurationVar(&o.timeout, "timeout", 720*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), or \"kdns\" (the kernel DNS path against the resolver path, in sessions)")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), \"kdns\" (the kernel DNS path against the resolver path, in sessions) or \"jobs\" (the realistic jobs)")
 	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
 	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
 	flag.DurationVar(&o.kdnsDur, "kdns-dur", 1500*time.Millisecond, "measured time of each case of the kernel DNS path benchmark (shorter cases, more rounds: finer alternation on a busy machine)")
+	flag.StringVar(&o.workersDNS, "workers-dns", "auto", "DNS path of the worker benchmarks' confined session, as `sluice run` gives one: auto (the default path), kernel, resolver, or none (no DNS redirection: the datapath alone)")
+	flag.BoolVar(&o.jobs, "jobs", true, "measure the realistic jobs (curl processes, a Go client) unconfined and on every DNS path (about 80 s)")
+	flag.IntVar(&o.jobsRounds, "jobs-rounds", 5, "rounds of the realistic jobs (four arms each)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)
 		return err
@@ -80,9 +86,9 @@ func main() {
 
 func run(o options) int {
 	dnsOnly, daemonOnly, proxyOnly, runOnly := o.only == "dns", o.only == "daemon", o.only == "proxy", o.only == "run"
-	kdnsOnly := o.only == "kdns"
-	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\" and \"kdns\"\n", o.only)
+	kdnsOnly, jobsOnly := o.only == "kdns", o.only == "jobs"
+	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly && !jobsOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\", \"kdns\" and \"jobs\"\n", o.only)
 		return 2
 	}
 	if err := o.proxyOpts.validate(); (o.proxy || proxyOnly) && err != nil {
@@ -108,6 +114,8 @@ func run(o options) int {
 		minTimeout = proxyBudget
 	case kdnsOnly:
 		minTimeout = kdnsBudget
+	case jobsOnly:
+		minTimeout = jobsBudget
 	case o.dns:
 		minTimeout += dnsBudget
 	}
@@ -120,12 +128,15 @@ func run(o options) int {
 	if o.kdns && o.only == "" {
 		minTimeout += kdnsBudget
 	}
+	if o.jobs && o.only == "" {
+		minTimeout += jobsBudget
+	}
 	if !dnsOnly && !proxyOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
 		return 1
 	}
-	if o.kdnsDur <= 0 || o.kdnsRounds < 1 {
-		fmt.Fprintln(os.Stderr, "bench: want -kdns-dur > 0 and -kdns-rounds ≥ 1")
+	if o.kdnsDur <= 0 || o.kdnsRounds < 1 || o.jobsRounds < 1 || o.jobsRounds > 50 {
+		fmt.Fprintln(os.Stderr, "bench: want -kdns-dur > 0, -kdns-rounds ≥ 1 and 1 ≤ -jobs-rounds ≤ 50")
 		return 2
 	}
 	if o.rounds < 1 || o.rounds > 200 || o.cidrs < 2 || o.scale <= 0 || o.scale > 100 || o.budget <= 0 || o.timeout < minTimeout {
@@ -153,6 +164,8 @@ func run(o options) int {
 		measure = benchRunOnly
 	case kdnsOnly:
 		measure = benchKDNSOnly
+	case jobsOnly:
+		measure = benchJobsOnly
 	}
 	missed, err := measure(ctx, o)
 	if err != nil {
@@ -199,6 +212,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	var kdnsRes *kdnsResult
 	if o.kdns {
 		if kdnsRes, err = measureKDNS(ctx, o.instance, o.kdnsRounds, o.kdnsDur); err != nil {
+			return false, err
+		}
+	}
+	// So do the realistic jobs, on an instance of their own.
+	var jobsRes *jobsResult
+	if o.jobs {
+		if jobsRes, err = measureJobs(ctx, o.instance, o.jobsRounds); err != nil {
 			return false, err
 		}
 	}
@@ -279,7 +299,18 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 		return false, fmt.Errorf("open the enforcer: %w", err)
 	}
 	defer e.Close()
-	sess, err := e.NewSession(enforcer.Options{})
+	// The worker session has DNS as `sluice run` sets it up (its per-packet
+	// programs are part of what a session's connections pay); nothing
+	// here asks a name, so the upstream never hears from it.
+	var sessOpts enforcer.Options
+	if o.workersDNS != "none" {
+		path, err := enforcer.ParseDNSPath(o.workersDNS)
+		if err != nil {
+			return false, fmt.Errorf("-workers-dns: %w", err)
+		}
+		sessOpts.DNS = &enforcer.DNSOptions{Path: path, Upstreams: []string{"127.0.0.1:53"}}
+	}
+	sess, err := e.NewSession(sessOpts)
 	if err != nil {
 		return false, fmt.Errorf("new session: %w", err)
 	}
@@ -364,12 +395,20 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	defer w.Flush()
 	fmt.Fprintf(w, "%s; load average %s at start, %s at end\n", machineSummary(sluice), loadBefore, loadAverage())
 	fmt.Fprintln(w)
+	// The realistic jobs first: they are what a user feels.
+	if jobsRes != nil {
+		jobsRes.write(w)
+		fmt.Fprintln(w)
+		jobsRes.describe(w)
+		fmt.Fprintln(w)
+		missed = missed || jobsRes.missed()
+	}
 	roundsNote := fmt.Sprintf("%d rounds", rounds)
 	if rounds < o.rounds || len(rt.wall.a) < o.rounds {
 		roundsNote = fmt.Sprintf("%d rounds of worker benchmarks and %d of `sluice run` (of %d asked: the machine was too slow for -budget %s)", rounds, len(rt.wall.a), o.rounds, o.budget)
 	}
-	fmt.Fprintf(w, "%s, arms alternating (A B, then B A); per-operation times are medians, as uid 65534. The confined session holds %d CIDRs (%d IPv4 in 10.0.0.0/8, %d IPv6 in fd00::/8; loaded in %s); no traffic goes to them. The judged connects run in an empty network namespace, so nothing is sent; the cycle's listener is on %s, put on lo of the worker's own empty namespace and allowed by one more CIDR.\n\n",
-		roundsNote, len(prefixes), o.cidrs/2, len(prefixes)-o.cidrs/2, loadTime.Round(time.Millisecond), cycleAddr)
+	fmt.Fprintf(w, "%s, arms alternating (A B, then B A); per-operation times are medians, as uid 65534. The confined session (DNS path %s) holds %d CIDRs (%d IPv4 in 10.0.0.0/8, %d IPv6 in fd00::/8; loaded in %s); no traffic goes to them. The judged connects run in an empty network namespace, so nothing is sent; the cycle's listener is on %s, put on lo of the worker's own empty namespace and allowed by one more CIDR.\n\n",
+		roundsNote, o.workersDNS, len(prefixes), o.cidrs/2, len(prefixes)-o.cidrs/2, loadTime.Round(time.Millisecond), cycleAddr)
 	writeTable(w, rows)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "`sluice run -- true`: first run on a fresh instance (creates the cgroup, maps and pins) %s; CPU time of a run, median: user %s, system %s.\n",

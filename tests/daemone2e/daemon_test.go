@@ -283,32 +283,82 @@ func TestOwnersAndRevoke(t *testing.T) {
 	}
 }
 
+// scrapeMetrics reads the daemon's /metrics.
+func (f *fixture) scrapeMetrics(t *testing.T) string {
+	t.Helper()
+	var body string
+	err := f.w.InClient(func() error {
+		c, err := net.DialTimeout("tcp", metricsAddr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufioReader(c), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		body = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	return body
+}
+
+// dnsQueriesMetric is sluice_dns_queries_total{verdict=...} in body, -1
+// when there is no such series.
+func dnsQueriesMetric(body, verdict string) int {
+	m := regexp.MustCompile(`(?m)^sluice_dns_queries_total\{verdict="` + regexp.QuoteMeta(verdict) + `"\} (\d+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestKernelDNSQueriesCounted: on the kernel DNS path the kernel judges
+// and forwards a session's queries itself, and the daemon's DNS metrics
+// count them (verdict="kernel"): ten fresh allowed names, each asked A
+// and AAAA by the Go resolver, make the counter grow by at least ten,
+// while the upstream saw every name (the twin: they did go out).
+func TestKernelDNSQueriesCounted(t *testing.T) {
+	f := newFixtureFlags(t, []string{"--dns-path", "kernel"}, "*.fresh.test")
+	probe := world.BuildProbe(t)
+	before := f.scrapeMetrics(t)
+	k0 := dnsQueriesMetric(before, "kernel")
+	if k0 < 0 {
+		t.Fatalf("no sluice_dns_queries_total{verdict=\"kernel\"} on the kernel DNS path:\n%s", before)
+	}
+	fwd0 := dnsQueriesMetric(before, "forwarded")
+	d := f.dir
+	script := fmt.Sprintf(`ok=0; for i in 1 2 3 4 5 6 7 8 9 10; do %[1]s -timeout 2s resolve m$i-$$.fresh.test | grep -q '"ok":true' && ok=$((ok+1)); done; echo "ok=$ok" > %[2]s/r.tmp; mv %[2]s/r.tmp %[2]s/result`, probe, d)
+	f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", script)
+	if res := string(waitFile(t, d+"/result")); !strings.HasPrefix(res, "ok=10") {
+		t.Fatalf("lookups on the kernel path: %s", res)
+	}
+	for i := 1; i <= 10; i++ {
+		if !f.dns.Saw(fmt.Sprintf("m%d-", i)) {
+			t.Fatalf("the upstream never saw m%d-*.fresh.test", i)
+		}
+	}
+	after := f.scrapeMetrics(t)
+	k1, fwd1 := dnsQueriesMetric(after, "kernel"), dnsQueriesMetric(after, "forwarded")
+	if k1-k0 < 10 {
+		t.Fatalf("sluice_dns_queries_total{verdict=\"kernel\"} grew by %d after 10 lookups on the kernel path (%d -> %d); forwarded by the resolver: %d -> %d", k1-k0, k0, k1, fwd0, fwd1)
+	}
+	if fwd1-fwd0 >= 10 {
+		t.Errorf("the resolver forwarded %d queries of lookups the kernel path should have taken", fwd1-fwd0)
+	}
+}
+
 func TestMetricsMoveOnDenial(t *testing.T) {
 	f := newFixture(t, "203.0.113.10")
-	scrape := func() string {
-		var body string
-		err := f.w.InClient(func() error {
-			c, err := net.DialTimeout("tcp", metricsAddr, 2*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-			fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-			resp, err := http.ReadResponse(bufioReader(c), nil)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			body = string(b)
-			return err
-		})
-		if err != nil {
-			t.Fatalf("scrape: %v", err)
-		}
-		return body
-	}
+	scrape := func() string { return f.scrapeMetrics(t) }
 	probe := world.BuildProbe(t)
 	d := f.dir
 	// Two denials in the kernel, one by the session's proxy, and glibc

@@ -25,6 +25,11 @@
 //	         flight) or open loop (-rate queries per second) of UDP queries to
 //	         -addrs for -dur, unique or repeated names under bench.test; it
 //	         prints one JSON line (answered queries, losses, latencies)
+//	curl     the realistic job A (job_linux.go): -requests curl processes in
+//	         turn, each a name lookup through glibc and a new connection to
+//	         http://PREFIX-N.ZONE/; prints the job's wall time in ns
+//	goclient the realistic job B: the same requests from one Go HTTP client
+//	         with a new connection and lookup per request
 //	cycle    a program's real cycle on an allowed remote address: socket,
 //	         setsockopt SO_LINGER and TCP_NODELAY, connect, close, to a
 //	         listener the worker owns on -addrs, a non-loopback address
@@ -71,7 +76,15 @@ func main() {
 	addrs := flag.String("addrs", "", "comma-separated destinations for -op connect; the listener's address for -op cycle; the server (ADDR:PORT) for -op dns")
 	var d dnsLoad
 	d.flags()
+	var j jobLoad
+	j.flags()
 	flag.Parse()
+	if *op == "curl" || *op == "goclient" {
+		if err := j.run(*op); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *op == "dns" {
 		if err := d.run(*addrs); err != nil {
 			fail(err)
