@@ -436,3 +436,17 @@ func (t *Table) notify(p Prompt) {
 		}
 	}
 }
+
+// Close denies every pending prompt (why: "daemon stopped"): prompts live
+// in memory only (see the package comment).
+func (t *Table) Close(why string) {
+	t.mu.Lock()
+	seen := map[string]bool{}
+	for _, e := range t.byID {
+		seen[e.p.Session] = true
+	}
+	t.mu.Unlock()
+	for s := range seen {
+		t.Forget(s, why)
+	}
+}

@@ -105,6 +105,9 @@ func (ss *Session) askAddr(ev loader.Event) {
 // without a prompt (the cap) are deny lines, rate-limited with the rest.
 func (ss *Session) promptEvent(ev prompts.Event) {
 	e := audit.FromPrompt(ev)
+	if ss.sv.cfg.OnPermission != nil {
+		ss.sv.cfg.OnPermission(e.Type)
+	}
 	if ev.Prompt.ID == "" {
 		ss.Deliver(e)
 		return

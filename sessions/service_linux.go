@@ -41,6 +41,9 @@ type Config struct {
 	// Prompts is ask mode's prompt table (the daemon's); nil: ask-mode
 	// requests are refused (ErrAskNeedsDaemon).
 	Prompts *prompts.Table
+	// OnPermission counts an ask-mode event by its audit type (metrics),
+	// before the rate limit.
+	OnPermission func(typ string)
 	// Logf writes what an operator must hear of; nil: nothing.
 	Logf func(format string, args ...any)
 }
