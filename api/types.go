@@ -22,15 +22,15 @@ type CreateRequest struct {
 	// Allowlist is a network_allowlist.json document whose entries join
 	// Allow, keeping what plain strings cannot say (allow_private).
 	Allowlist json.RawMessage `json:"allowlist,omitempty"`
-	Audit     bool            `json:"audit,omitempty"`      // allow everything, report what would be denied
+	Audit     bool            `json:"audit,omitempty"` // allow everything, report what would be denied
 	// Ask: a name (or address) the policy lacks is held while a person
 	// decides (docs/ask.md); only through the daemon.
-	Ask bool `json:"ask,omitempty"`
-	User      string          `json:"user,omitempty"`       // USER[:GROUP]; root clients only
-	PidsMax   int64           `json:"pids_max,omitempty"`   // cgroup pids.max
-	MemoryMax int64           `json:"memory_max,omitempty"` // cgroup memory.max, bytes
-	Argv      []string        `json:"argv"`
-	Path      string          `json:"path,omitempty"` // argv[0] resolved by the client's PATH
+	Ask       bool     `json:"ask,omitempty"`
+	User      string   `json:"user,omitempty"`       // USER[:GROUP]; root clients only
+	PidsMax   int64    `json:"pids_max,omitempty"`   // cgroup pids.max
+	MemoryMax int64    `json:"memory_max,omitempty"` // cgroup memory.max, bytes
+	Argv      []string `json:"argv"`
+	Path      string   `json:"path,omitempty"` // argv[0] resolved by the client's PATH
 	// NoProxyEnv leaves the proxy variables out of the command's
 	// environment (the session's proxy still runs).
 	NoProxyEnv bool     `json:"no_proxy_env,omitempty"`
