@@ -38,8 +38,11 @@ func (ss *Session) askDNS(ctx context.Context, q dnsresolver.AskQuery) bool {
 	if es := ss.es; es != nil {
 		who = es.SocketOwner(q.Client)
 	}
-	if who == "" {
+	if who == "" && q.Client.IsValid() {
 		who = q.Client.String()
+	}
+	if who == "" {
+		who = "the session's proxy" // LookupNetIP: no socket of the session asked
 	}
 	name := q.Name
 	a, err := ss.sv.cfg.Prompts.Ask(ctx, prompts.Question{Session: ss.Info.Name, Name: name, Kind: prompts.KindName, QType: q.QType, AskedBy: who,
