@@ -74,10 +74,18 @@ func apiError(resp *http.Response) error {
 	var e ErrorResponse
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return fmt.Errorf("daemon: %s", e.Error)
+		return &StatusError{Code: resp.StatusCode, Msg: e.Error}
 	}
-	return fmt.Errorf("daemon: %s", resp.Status)
+	return &StatusError{Code: resp.StatusCode, Msg: resp.Status}
 }
+
+// StatusError is the daemon's answer to a request it refused.
+type StatusError struct {
+	Code int    // the HTTP status
+	Msg  string // the daemon's error
+}
+
+func (e *StatusError) Error() string { return "daemon: " + e.Msg }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader

@@ -22,12 +22,15 @@ type CreateRequest struct {
 	// Allowlist is a network_allowlist.json document whose entries join
 	// Allow, keeping what plain strings cannot say (allow_private).
 	Allowlist json.RawMessage `json:"allowlist,omitempty"`
-	Audit     bool            `json:"audit,omitempty"`      // allow everything, report what would be denied
-	User      string          `json:"user,omitempty"`       // USER[:GROUP]; root clients only
-	PidsMax   int64           `json:"pids_max,omitempty"`   // cgroup pids.max
-	MemoryMax int64           `json:"memory_max,omitempty"` // cgroup memory.max, bytes
-	Argv      []string        `json:"argv"`
-	Path      string          `json:"path,omitempty"` // argv[0] resolved by the client's PATH
+	Audit     bool            `json:"audit,omitempty"` // allow everything, report what would be denied
+	// Ask: a name (or address) the policy lacks is held while a person
+	// decides (docs/ask.md); only through the daemon.
+	Ask       bool     `json:"ask,omitempty"`
+	User      string   `json:"user,omitempty"`       // USER[:GROUP]; root clients only
+	PidsMax   int64    `json:"pids_max,omitempty"`   // cgroup pids.max
+	MemoryMax int64    `json:"memory_max,omitempty"` // cgroup memory.max, bytes
+	Argv      []string `json:"argv"`
+	Path      string   `json:"path,omitempty"` // argv[0] resolved by the client's PATH
 	// NoProxyEnv leaves the proxy variables out of the command's
 	// environment (the session's proxy still runs).
 	NoProxyEnv bool     `json:"no_proxy_env,omitempty"`
@@ -63,6 +66,7 @@ type SessionInfo struct {
 	PID        int           `json:"pid,omitempty"` // the command's pid, 0 after a re-adoption
 	Policy     []string      `json:"policy"`
 	Audit      bool          `json:"audit,omitempty"`
+	Ask        bool          `json:"ask,omitempty"`
 	Processes  int           `json:"processes"`
 	Allowed    uint64        `json:"allowed"`
 	Denied     uint64        `json:"denied"`
@@ -119,4 +123,12 @@ type Status struct {
 	// DNSPath is the DNS path of the daemon's sessions (auto, kernel or
 	// resolver), so that `sluice check` can say which is in force.
 	DNSPath string `json:"dns_path,omitempty"`
+}
+
+// PromptAnswer is the body of POST /v1/prompts/{id}.
+type PromptAnswer struct {
+	// Decision is "approve" or "deny".
+	Decision string `json:"decision"`
+	// Scope of an approval: "once" (the default), "session", "always".
+	Scope string `json:"scope,omitempty"`
 }

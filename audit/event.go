@@ -33,6 +33,12 @@ type Event struct {
 	// Suppressed is how many deny events an events_suppressed line stands
 	// for.
 	Suppressed int `json:"suppressed,omitempty"`
+	// Prompt, Scope and AnsweredBy describe a permission_* line (ask
+	// mode): the prompt's id, how far an approval reaches (once, session,
+	// always), and who answered ("user:NAME"; "timeout" for a timeout).
+	Prompt     string `json:"prompt,omitempty"`
+	Scope      string `json:"scope,omitempty"`
+	AnsweredBy string `json:"answered_by,omitempty"`
 }
 
 // Event types, the values of Event.Type.
@@ -64,11 +70,19 @@ const (
 	// changes that were made.
 	PolicyChangeRefused = "policy_change_refused"
 	Suppressed          = "events_suppressed"
-	DaemonStarted       = "daemon_started"
-	DaemonStopped       = "daemon_stopped"
+	// Ask mode (package prompts): a session asked a person about a name
+	// or an address its policy lacks, and the person approved it, denied
+	// it, or did not answer in time (denied automatically).
+	PermissionAsked   = "permission_asked"
+	PermissionGranted = "permission_granted"
+	PermissionDenied  = "permission_denied"
+	PermissionTimeout = "permission_timeout"
+	DaemonStarted     = "daemon_started"
+	DaemonStopped     = "daemon_stopped"
 )
 
 // Types lists every event type, in the order docs/audit.md gives them.
 var Types = []string{DaemonStarted, DaemonStopped, SessionStarted, SessionAdopted, SessionEnded,
 	EgressDenied, EgressAudit, DNSRefused, DNSAudit, Rebinding, RebindingAudit, CapReached, MapFull,
-	UpstreamFailed, ProxyRefused, SandboxDenied, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused, Suppressed}
+	UpstreamFailed, ProxyRefused, SandboxDenied, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused,
+	PermissionAsked, PermissionGranted, PermissionDenied, PermissionTimeout, Suppressed}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/prompts"
 	"github.com/sluice-dev/sluice/proxy"
 )
 
@@ -68,7 +69,8 @@ func TestFieldsMatchTheSchema(t *testing.T) {
 	uid, exit := uint32(1000), 3
 	b, err := json.Marshal(Event{Time: time.Now(), Type: EgressDenied, Session: "s", PID: 1, Comm: "c", Exe: "/e", UID: &uid,
 		Dst: "203.0.113.1", Port: 443, Proto: "tcp", Host: "h.test", Reason: "r", Message: "m", Actor: &uid,
-		Entries: []string{"x.test"}, Exit: &exit, Suppressed: 2, Access: "ptrace", Target: "bash[7]", TargetPID: 7})
+		Entries: []string{"x.test"}, Exit: &exit, Suppressed: 2, Access: "ptrace", Target: "bash[7]", TargetPID: 7,
+		Prompt: "ab12cd34", Scope: "once", AnsweredBy: "user:alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +120,16 @@ func TestConvertedEventsValidate(t *testing.T) {
 			TargetPID: 7, TargetComm: "bash"}),
 		FromLandlock("run-1", kaudit.Denial{Blockers: []string{"scope.signal"}, TargetPID: 7, TargetComm: "bash"}),
 		FromLandlock("run-1", kaudit.Denial{Blockers: []string{"fs.make_block"}, Path: "/dev/x", PID: 42, Comm: "mknod"}))
+	now := time.Now()
+	for _, pe := range []prompts.Event{
+		{Kind: prompts.Asked, Prompt: prompts.Prompt{ID: "ab12", Session: "run-1", Name: "new.test", Kind: prompts.KindName, AskedBy: "curl[42]", Asked: now, Expires: now.Add(time.Minute)}},
+		{Kind: prompts.Granted, Prompt: prompts.Prompt{ID: "ab12", Session: "run-1", Name: "new.test"}, Answer: prompts.Answer{Allow: true, Scope: prompts.ForSession, By: "user:alice"}},
+		{Kind: prompts.Denied, Prompt: prompts.Prompt{ID: "ab12", Session: "run-1", Name: "203.0.113.7", Kind: prompts.KindAddr}, Answer: prompts.Answer{By: "user:alice"}},
+		{Kind: prompts.Denied, Prompt: prompts.Prompt{Session: "run-1", Name: "x.test"}, Reason: prompts.ErrCap.Error()},
+		{Kind: prompts.TimedOut, Prompt: prompts.Prompt{ID: "ab12", Session: "run-1", Name: "new.test", Asked: now, Expires: now.Add(time.Minute)}},
+	} {
+		events = append(events, FromPrompt(pe))
+	}
 	for _, e := range events {
 		if e.Time.IsZero() {
 			e.Time = time.Now().UTC()

@@ -92,3 +92,23 @@ func (e *httpError) Error() string { return e.msg }
 func fail(code int, format string, args ...any) error {
 	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
 }
+
+// mayAnswer says why c may not see or answer the prompts of ss, or nil:
+// never from inside any session (an agent must not approve its own
+// questions, nor those of another session), and only for a session the
+// caller owns (root: all). An "always" approval writes the machine
+// allowlist, so it also needs mayChangeMachine.
+func (c caller) mayAnswer(ss sessionRef, always bool) error {
+	if c.confined {
+		return fail(http.StatusForbidden, "prompts cannot be answered from inside a sluice session")
+	}
+	if c.uid != 0 && ss.uid != c.uid {
+		return fail(http.StatusForbidden, "the prompt belongs to another user's session")
+	}
+	if always {
+		if err := c.mayChangeMachine(); err != nil {
+			return fail(http.StatusForbidden, "--always writes the machine allowlist: %v", err)
+		}
+	}
+	return nil
+}

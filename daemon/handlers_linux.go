@@ -39,6 +39,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/allowlist", s.handleAllow)
 	mux.HandleFunc("POST /v1/allowlist/remove", s.handleDeny)
 	mux.HandleFunc("POST /v1/allowlist/revoke", s.handleRevoke)
+	mux.HandleFunc("GET /v1/prompts", s.handlePrompts)
+	mux.HandleFunc("GET /v1/prompts/stream", s.handlePromptStream)
+	mux.HandleFunc("POST /v1/prompts/{id}", s.handleAnswer)
 	return mux
 }
 

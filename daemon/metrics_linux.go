@@ -5,6 +5,7 @@ package daemon
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/proxy"
 )
 
@@ -18,6 +19,9 @@ type metrics struct {
 	events     *prometheus.CounterVec
 	policy     *prometheus.CounterVec
 	sandbox    *prometheus.CounterVec
+	// permissions counts ask mode's events (permission_asked, _granted,
+	// _denied, _timeout), every one, before the audit log's rate limit.
+	permissions *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -40,7 +44,13 @@ func newMetrics(s *Server) *metrics {
 	m.sandbox = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_sandbox_denials_total", Help: "Refusals by sessions' Landlock domains (ptrace, pidfd_getfd, process_vm_*, /proc files, signal), read from the kernel's audit records; every one, before the audit log's rate limit.",
 	}, []string{"access"})
-	m.reg.MustRegister(&dnsQueriesCollector{vec: m.dnsQueries, s: s}, m.upstream, m.events, m.policy, m.sandbox, &sessionCollector{s: s})
+	m.permissions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_permission_events_total", Help: "Ask mode's prompts, by event: permission_asked, permission_granted, permission_denied, permission_timeout; every one, before the audit log's rate limit.",
+	}, []string{"type"})
+	m.reg.MustRegister(&dnsQueriesCollector{vec: m.dnsQueries, s: s}, m.upstream, m.events, m.policy, m.sandbox, m.permissions, &sessionCollector{s: s})
+	for _, t := range []string{audit.PermissionAsked, audit.PermissionGranted, audit.PermissionDenied, audit.PermissionTimeout} {
+		m.permissions.WithLabelValues(t)
+	}
 	for _, v := range []string{"forwarded", "cached", "refused", "servfail", "local", "other"} {
 		m.dnsQueries.WithLabelValues(v)
 	}

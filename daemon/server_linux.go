@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/callerns"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/prompts"
 	"github.com/sluice-dev/sluice/sandbox"
 	"github.com/sluice-dev/sluice/sessions"
 )
@@ -57,6 +58,11 @@ type Config struct {
 	// paths; a session may add more, never remove one.
 	ReadOnlyPaths []string
 	Version       string
+	// AskTimeout is how long a prompt waits before it is denied
+	// (prompts.DefaultTimeout, five minutes, when zero); only tests
+	// shorten it (the hidden --ask-timeout flag).
+	AskTimeout    time.Duration
+	AskMaxPending int                 // per session (prompts.DefaultMaxPerSession when zero)
 	Log           io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
 	DNS           enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
 	// Enforcer overrides the instance (tests); zero: SLUICE_INSTANCE or the default.
@@ -104,6 +110,8 @@ type Server struct {
 
 	// svc runs the sessions (package sessions); the daemon is its API.
 	svc *sessions.Service
+	// prompts is ask mode's table of pending prompts (prompts_linux.go).
+	prompts *prompts.Table
 
 	global  *ringbuf.Reader // the datapath's global ring buffer
 	flushed chan struct{}   // the reader drained up to a Flush
@@ -179,8 +187,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
+	s.prompts = prompts.New(prompts.Config{Timeout: cfg.AskTimeout, MaxPerSession: cfg.AskMaxPending})
 	s.svc = sessions.NewService(s.e, sessions.Config{DNS: s.dnsOptions(), UnixSockets: []string{cfg.SocketPath},
-		SharedEvents: true, Drain: s.drainEvents, Stop: s.stop, Logf: s.logf,
+		SharedEvents: true, Drain: s.drainEvents, Stop: s.stop, Logf: s.logf, Prompts: s.prompts,
+		OnPermission:    func(typ string) { s.metrics.permissions.WithLabelValues(typ).Inc() },
 		OnSandboxDenied: func(access string) { s.metrics.sandbox.WithLabelValues(access).Inc() }})
 	if err := os.MkdirAll(s.stateDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("create daemon state directory: %w", err)
@@ -325,6 +335,9 @@ func (s *Server) Shutdown() error {
 			s.emit(audit.SuppressedEvent(name, n))
 		}
 	}
+	// Pending prompts live in memory only: denied, and told, before the
+	// daemon says it stopped (docs/ask.md).
+	s.prompts.Close("daemon stopped")
 	s.emit(audit.Event{Type: audit.DaemonStopped, Message: "sluice daemon stopped; running sessions stay confined"})
 	// Sessions are left as they are: confined, recorded, their commands
 	// running; the next daemon adopts them.

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/sessions"
 )
@@ -47,13 +48,16 @@ type record struct {
 	// Local is the requested policy's local part (unix sockets, loopback
 	// mode and ports) when it is not the default: without it a restart
 	// would reopen loopback to a "loopback": "session" session.
-	Local     *allowlist.Local `json:"local,omitempty"`
-	AllowAll  bool             `json:"allow_all,omitempty"`
-	Audit     bool             `json:"audit,omitempty"`
-	DNSPort4  uint16           `json:"dns_port4"`
-	DNSPort6  uint16           `json:"dns_port6"`
-	ProxyPort uint16           `json:"proxy_port,omitempty"` // named by the command's *_PROXY variables; served there again after a restart
-	Parent    string           `json:"parent,omitempty"`
+	Local    *allowlist.Local `json:"local,omitempty"`
+	AllowAll bool             `json:"allow_all,omitempty"`
+	Audit    bool             `json:"audit,omitempty"`
+	// Ask: the session asks (a restarted daemon keeps asking; pending
+	// prompts and "session" approvals were in the old daemon's memory).
+	Ask       bool   `json:"ask,omitempty"`
+	DNSPort4  uint16 `json:"dns_port4"`
+	DNSPort6  uint16 `json:"dns_port6"`
+	ProxyPort uint16 `json:"proxy_port,omitempty"` // named by the command's *_PROXY variables; served there again after a restart
+	Parent    string `json:"parent,omitempty"`
 	// EnvSockets are the session's envSockets: without them on record, a
 	// re-adopted session's nested sessions get no $SSH_AUTH_SOCK at all
 	// (never one of their own choosing).
@@ -67,7 +71,7 @@ func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDi
 
 func (ss *session) save() error {
 	p4, p6 := ss.Enforced().DNSPorts()
-	r := record{Name: ss.Info.Name, UID: ss.Info.UID, Created: ss.Info.Created, Audit: ss.Info.Audit, DNSPort4: p4, DNSPort6: p6,
+	r := record{Name: ss.Info.Name, UID: ss.Info.UID, Created: ss.Info.Created, Audit: ss.Info.Audit, Ask: ss.Info.Ask, DNSPort4: p4, DNSPort6: p6,
 		ProxyPort: ss.ProxyPort, Parent: ss.Info.Parent, PID: ss.Info.PID, EnvSockets: ss.EnvSockets()}
 	if len(ss.Info.Argv) > 0 {
 		r.Argv0 = ss.Info.Argv[0]
@@ -101,6 +105,8 @@ func (s *Server) dnsOptions() enforcer.DNSOptions {
 	d.Upstreams = s.cfg.Upstreams
 	d.ObserveUpstream = func(t time.Duration) { s.metrics.upstream.Observe(t.Seconds()) }
 	d.OnQuery = func(verdict string) { s.metrics.dnsQueries.WithLabelValues(verdict).Inc() }
+	// A held answer never outlasts its prompt.
+	d.AskHold = min(dnsresolver.DefaultAskHold, s.prompts.Timeout())
 	return d
 }
 
@@ -272,7 +278,7 @@ func (s *Server) adopt(r record) error {
 		}
 		requested = p
 	}
-	ss := s.attached(api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Parent: r.Parent},
+	ss := s.attached(api.SessionInfo{Name: r.Name, UID: r.UID, Created: r.Created, Argv: []string{r.Argv0}, Audit: r.Audit, Ask: r.Ask, Parent: r.Parent},
 		requested, r.EnvSockets)
 	ss.ProxyPort = r.ProxyPort
 	policy := sessions.Intersect(requested, s.machine.Load())

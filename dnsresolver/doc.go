@@ -44,4 +44,10 @@
 //     Anything unusual, and TCP, goes through Resolve and miekg/dns.
 //   - PTR queries are answered from what the session learned, or refused.
 //   - localhost names are answered locally with loopback addresses.
+//   - Ask mode (Config.Ask): a name the policy does not allow is held on
+//     the general path while a person decides (package prompts), for at
+//     most AskHold (DefaultAskHold); past it, REFUSED. An approval
+//     forwards and learns it like an allowed name; a name allowed for
+//     the session (AllowName) joins a per-session set the filter
+//     consults after the policy, so later queries take the fast path.
 package dnsresolver

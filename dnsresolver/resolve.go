@@ -86,6 +86,12 @@ func (r *Resolver) resolve(ctx context.Context, req *dns.Msg, client netip.AddrP
 	}
 
 	entry, ok := r.policy.Load().MatchName(name)
+	if !ok && r.extraAllowed(name) {
+		ok = true
+	}
+	if !ok && r.cfg.Ask != nil && !r.cfg.Audit && r.ask(ctx, AskQuery{Name: name, QType: qtype, Client: client}) {
+		ok = true
+	}
 	if !ok {
 		r.event(Event{Kind: EventRefused, Audit: r.cfg.Audit, Name: name, QType: qtype, Client: client, Reason: ReasonNotAllowed})
 		if !r.cfg.Audit {

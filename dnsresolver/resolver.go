@@ -61,6 +61,13 @@ type Config struct {
 	// OnQuery receives each answered query's verdict: "forwarded",
 	// "cached", "local", "refused", "servfail" or "other".
 	OnQuery func(verdict string)
+	// Ask, if set, is asked about a name the policy does not allow
+	// (ask mode): it returns true to answer it as if it were allowed. It
+	// may block; its context ends after AskHold. A name it allows for
+	// the rest of the session is added with AllowName, not here.
+	Ask func(context.Context, AskQuery) bool
+	// AskHold bounds a held answer (DefaultAskHold when zero).
+	AskHold time.Duration
 }
 
 // EventKind says what a resolver event is about.
@@ -116,6 +123,7 @@ func (e Event) String() string {
 type Resolver struct {
 	cfg     Config
 	policy  atomic.Pointer[allowlist.Policy]
+	extras  atomic.Pointer[askExtras]
 	ups     []*upstream
 	cache   *cache
 	learned *learnedSet
@@ -154,6 +162,9 @@ func New(cfg Config) (*Resolver, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.AskHold <= 0 {
+		cfg.AskHold = DefaultAskHold
 	}
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = DefaultCacheSize

@@ -191,9 +191,14 @@ func (l *udpListener) fast(q *wireQuery, client *net.UDPAddr, now time.Duration,
 		return false, nil
 	}
 	entry, ok := r.policy.Load().MatchName(q.name)
+	if !ok && r.extraAllowed(q.name) {
+		ok = true
+	}
 	if !ok {
-		if r.cfg.Audit {
-			return false, nil // forwarded and reported by the general path
+		if r.cfg.Audit || r.cfg.Ask != nil {
+			// Audit: forwarded and reported by the general path. Ask:
+			// the general path holds the answer while a person decides.
+			return false, nil
 		}
 		// Refused here, not in a goroutine of the general path: a flood
 		// of names that are not allowed is what an exfiltration attempt

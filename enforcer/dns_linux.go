@@ -3,6 +3,7 @@
 package enforcer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -30,6 +31,11 @@ type DNSOptions struct {
 	// the kernel path (no usable upstream) stays on the resolver's, with
 	// no failover: KernelDNS says which, KernelDNSError why.
 	Path DNSPath
+	// Ask, if set, is the resolver's ask-mode hook (dnsresolver.Config.Ask);
+	// AskHold bounds a held answer. The session then takes the resolver
+	// path whatever Path says: the kernel path cannot hold an answer.
+	Ask     func(context.Context, dnsresolver.AskQuery) bool
+	AskHold time.Duration
 
 	preferPort4, preferPort6 uint16 // Adopt: the ports the datapath already redirects to
 }
@@ -78,6 +84,8 @@ func (s *Session) startResolver(opts Options) error {
 		OnEvent:         d.OnEvent,
 		ObserveUpstream: d.ObserveUpstream,
 		OnQuery:         d.OnQuery,
+		Ask:             d.Ask,
+		AskHold:         d.AskHold,
 	})
 	if err != nil {
 		return fmt.Errorf("DNS resolver: %w", err)
@@ -91,7 +99,7 @@ func (s *Session) startResolver(opts Options) error {
 	if err := s.e.dp.SetSession(s.cg.ID(), s.cfg); err != nil {
 		return err
 	}
-	if d.Path == DNSPathKernel || d.Path == DNSPathAuto {
+	if d.Ask == nil && (d.Path == DNSPathKernel || d.Path == DNSPathAuto) {
 		if err := s.startKDNS(opts, ups); err != nil {
 			s.kdnsErr = err
 		} else {

@@ -13,6 +13,11 @@
 //   - runs the one event pipeline: datapath, resolver, proxy and sandbox
 //     refusals become audit.Events of the session, rate-limited, in
 //     order after session_started, handed to the front door's Sink;
+//   - in ask mode (api.CreateRequest.Ask, ask_linux.go), lets its resolver
+//     hold the answer to an unlisted name while a person decides through
+//     the front door's prompt table (Config.Prompts: only the daemon has
+//     one), and raises a prompt for a refused connect to an address no
+//     name gave; approvals reach the session's resolver and datapath;
 //   - ends the session when the command exits (Wait): leftover processes
 //     killed, pending denials drained, datapath removed, session_ended.
 //

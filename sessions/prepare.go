@@ -112,6 +112,9 @@ func Prepare(c Caller, req api.CreateRequest, m Machine, parsed *allowlist.Polic
 	if err := mayAudit(c, ownAudit, req.Audit); err != nil {
 		return nil, err
 	}
+	if err := mayAsk(c, req.Ask, req.Audit); err != nil {
+		return nil, err
+	}
 	if err := mayAllowUserNamespaces(c, req.AllowUserNamespaces); err != nil {
 		return nil, err
 	}

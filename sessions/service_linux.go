@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/kaudit"
+	"github.com/sluice-dev/sluice/prompts"
 	"github.com/sluice-dev/sluice/sandbox"
 )
 
@@ -37,6 +38,12 @@ type Config struct {
 	Stop <-chan struct{}
 	// OnSandboxDenied counts a sandbox refusal by its access (metrics).
 	OnSandboxDenied func(access string)
+	// Prompts is ask mode's prompt table (the daemon's); nil: ask-mode
+	// requests are refused (ErrAskNeedsDaemon).
+	Prompts *prompts.Table
+	// OnPermission counts an ask-mode event by its audit type (metrics),
+	// before the rate limit.
+	OnPermission func(typ string)
 	// Logf writes what an operator must hear of; nil: nothing.
 	Logf func(format string, args ...any)
 }
@@ -124,7 +131,10 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 			return nil, wrapf(Invalid, err, "start %s", req.Argv[0])
 		}
 	}
-	ss := sv.newSession(api.SessionInfo{UID: plan.Spawn.UID, Created: time.Now().UTC(), Argv: req.Argv, Audit: req.Audit, Parent: plan.Parent()},
+	if req.Ask && sv.cfg.Prompts == nil {
+		return nil, wrapf(Invalid, ErrAskNeedsDaemon, "ask mode")
+	}
+	ss := sv.newSession(api.SessionInfo{UID: plan.Spawn.UID, Created: time.Now().UTC(), Argv: req.Argv, Audit: req.Audit, Ask: req.Ask, Parent: plan.Parent()},
 		plan.Requested, h)
 	ss.cmdStarted = make(chan struct{})
 	es, err := sv.e.NewSession(enforcer.Options{Policy: plan.Policy, Audit: req.Audit,

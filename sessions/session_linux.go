@@ -183,6 +183,9 @@ func (ss *Session) AsParent() *Parent {
 func (ss *Session) DNSOptions() *enforcer.DNSOptions {
 	d := ss.sv.cfg.DNS
 	d.OnEvent = ss.dnsEvent
+	if ss.Info.Ask && ss.sv.cfg.Prompts != nil {
+		d.Ask = ss.askDNS
+	}
 	return &d
 }
 
@@ -201,6 +204,7 @@ func (ss *Session) KernelEvent(ev loader.Event) {
 		learnedFrom = r.LearnedFrom
 	}
 	ss.Deliver(audit.FromKernel(ss.Info.Name, ev, learnedFrom))
+	ss.askAddr(ev)
 }
 
 // waitStarted waits (a while) for session_started: a denial can race it.
@@ -293,6 +297,9 @@ func (ss *Session) Wait() {
 // drained, its cgroup and map entries removed, session_ended sent.
 func (ss *Session) end(code int) {
 	ss.sv.sandboxEnded(ss.Info.PID, ss.Info.Name)
+	if ss.sv.cfg.Prompts != nil {
+		ss.sv.cfg.Prompts.Forget(ss.Info.Name, "session ended")
+	}
 	_ = ss.es.Kill()
 	if ss.sv.cfg.SharedEvents {
 		if ss.sv.cfg.Drain != nil {

@@ -160,9 +160,9 @@ func (s *Suggestion) AddEvent(e audit.Event) {
 	}
 }
 
-// additions is what base does not already allow, names then addresses,
+// Additions is what base does not already allow, names then addresses,
 // each sorted.
-func (s *Suggestion) additions(base *allowlist.Policy) []string {
+func (s *Suggestion) Additions(base *allowlist.Policy) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var names, addrs []string
@@ -230,7 +230,7 @@ func (s *Suggestion) unixAdditions(base *allowlist.Policy) []string {
 // Render is base plus the additions, as a network_allowlist.json, and
 // what was added (unix sockets as "unix:NAME").
 func (s *Suggestion) Render(base *allowlist.Policy) (*allowlist.Policy, []string, error) {
-	add := s.additions(base)
+	add := s.Additions(base)
 	extra, err := allowlist.FromStrings(add)
 	if err != nil {
 		// Every addition was normalised on the way in; this is a bug.

@@ -70,7 +70,7 @@ func TestSuggestionSearchExpansions(t *testing.T) {
 	} {
 		s.addName(n)
 	}
-	got := s.additions(base)
+	got := s.Additions(base)
 	want := []string{"db.corp.example", "other.example.corp.example", "registry.npmjs.org"}
 	if !slices.Equal(got, want) {
 		t.Errorf("additions %v, want %v", got, want)

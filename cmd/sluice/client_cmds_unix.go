@@ -117,10 +117,15 @@ func newAllowCmd() *cobra.Command {
 
 func newDenyCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "deny ENTRY...",
-		Short: "Remove entries from the machine allowlist, whoever added them",
+		Use:   "deny ID | ENTRY...",
+		Short: "Deny a pending prompt (ID), or remove entries from the machine allowlist, whoever added them",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if handled, err := denyPrompt(cmd, args[0]); handled {
+					return err
+				}
+			}
 			if err := client().Deny(cmd.Context(), api.AllowRequest{Entries: args}); err != nil {
 				return err
 			}

@@ -22,6 +22,8 @@ func newAllowCmd() *cobra.Command {
 	return stub("allow ENTRY...", "Add entries to the machine allowlist")
 }
 func newDenyCmd() *cobra.Command {
-	return stub("deny ENTRY...", "Remove entries from the machine allowlist")
+	return stub("deny ID | ENTRY...", "Deny a prompt, or remove entries from the machine allowlist")
 }
-func newRevokeCmd() *cobra.Command { return stub("revoke OWNER", "Remove an owner's entries") }
+func newRevokeCmd() *cobra.Command  { return stub("revoke OWNER", "Remove an owner's entries") }
+func newPromptsCmd() *cobra.Command { return stub("prompts", "List the pending ask-mode prompts") }
+func newApproveCmd() *cobra.Command { return stub("approve ID", "Approve a pending prompt") }

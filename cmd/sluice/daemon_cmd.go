@@ -4,6 +4,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"time"
 )
 
 // daemonOptions are the flags of `sluice daemon`.
@@ -18,6 +19,8 @@ type daemonOptions struct {
 	containerCallers []string
 	readOnly         []string
 	socketMode       string
+	askTimeout       time.Duration
+	askMaxPending    int
 	dnsFlags
 }
 
@@ -44,6 +47,12 @@ unconfine running sessions; a restarted daemon re-adopts them.`,
 	f.StringArrayVar(&o.readOnly, "read-only", nil, "make `PATH` (a directory or a file, and everything below it) read-only in every session's mount namespace; absolute and clean (repeatable; joins the config's read_only_paths; sessions may add more, never remove one)")
 	f.StringVar(&o.socketMode, "socket-mode", "", "the API socket's mode, octal (default: 0660, group --group, when that group exists; else 0600, root only); 0666 lets everyone connect (each request is still authorised by the caller's credentials)")
 	f.StringVar(&o.adminGroup, "admin-group", "", "members of this group may change the machine allowlist (default: root only)")
+	// Ask mode's five minutes are the documented behaviour; only tests
+	// shorten them (and the per-session cap), so the flags are hidden.
+	f.DurationVar(&o.askTimeout, "ask-timeout", 0, "deny an unanswered ask-mode prompt after this long (default 5m; tests only)")
+	f.IntVar(&o.askMaxPending, "ask-max-pending", 0, "pending ask-mode prompts per session (default 16; tests only)")
+	_ = f.MarkHidden("ask-timeout")
+	_ = f.MarkHidden("ask-max-pending")
 	o.addDNSFlags(f, "DNS server for allowed names, ADDR[:PORT] (repeatable; default: the host's resolv.conf)",
 		"where sessions' UDP DNS goes: auto (the session's resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the session's resolver); default: the config's dns_path, else "+dnsPathDefault)
 	return cmd

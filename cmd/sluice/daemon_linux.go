@@ -142,6 +142,8 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		// file protects.
 		ReadOnlyPaths: append(slices.Clone(fc.ReadOnlyPaths), o.readOnly...),
 		Version:       versionString(),
+		AskTimeout:    o.askTimeout,
+		AskMaxPending: o.askMaxPending,
 		Log:           cmd.ErrOrStderr(),
 		Enforcer:      ecfg,
 		DNS: enforcer.DNSOptions{MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax, Grace: o.dnsGrace,

@@ -27,6 +27,7 @@ type runOptions struct {
 	allowlist string
 	user      string
 	audit     bool
+	ask       string // --ask: askOff, askOn or askNever (ask.go)
 	pidsMax   int64
 	memoryMax string
 
@@ -95,6 +96,8 @@ no_new_privs and no capabilities. Its exit status is sluice's exit status.`,
 	o.flags(cmd.Flags())
 	f := cmd.Flags()
 	f.BoolVar(&o.audit, "audit", false, "allow everything, but report what would have been denied")
+	f.StringVar(&o.ask, "ask", "", "ask a person (`sluice prompts`, `sluice approve ID`, through the daemon) before refusing an unlisted host; --ask=never (or CI=true) denies at once and lists what would have been asked")
+	f.Lookup("ask").NoOptDefVal = askOn
 	f.StringVar(&o.suggest, "suggest-allowlist", "", "when the command exits, write to `FILE` a network_allowlist.json that would have allowed what it was refused (with --audit: what would have been); review it before use")
 	return cmd
 }
@@ -170,6 +173,12 @@ func (o runOptions) run(cmd *cobra.Command, argv []string) error {
 		if memMax, err = cgroups.ParseSize(o.memoryMax); err != nil {
 			return &exitError{code: exitSluiceError, err: fmt.Errorf("--memory-max: %w", err)}
 		}
+	}
+	if o.ask, err = askMode(o.ask, os.Getenv); err != nil {
+		return &exitError{code: exitSluiceError, err: err}
+	}
+	if o.ask == askNever && cmd.Flags().Changed("ask") && os.Getenv("CI") != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "sluice: note: a non-interactive job (CI): --ask denies at once and lists what it would have asked")
 	}
 	switch o.mode {
 	case "", modeBPF, modeLandlock, modeProxy:

@@ -40,6 +40,9 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 	if len(o.passFiles) > 0 && !inProcess {
 		return &exitError{code: exitSluiceError, err: errors.New("--preserve-fds: the daemon's sessions get stdin, stdout and stderr only; run the command with the embedded enforcer (sudo sluice run, with no daemon socket) to pass more")}
 	}
+	if o.ask == askOn && inProcess {
+		return &exitError{code: exitSluiceError, err: sessions.ErrAskNeedsDaemon}
+	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
@@ -47,7 +50,7 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 	if !inProcess && (len(o.dnsUpstreams) > 0 || cmd.Flags().Changed("dns-ttl-min") || cmd.Flags().Changed("dns-ttl-max") || cmd.Flags().Changed("dns-grace") || cmd.Flags().Changed("dns-max-ips-per-name")) {
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
-	req := api.CreateRequest{Audit: o.audit, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
+	req := api.CreateRequest{Audit: o.audit, Ask: o.ask == askOn, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
 		ShowPaths: o.showPaths, ReadOnlyPaths: o.readOnly, ShareProcesses: o.shareProcesses, AllowUserNamespaces: o.allowUserNamespaces}
 	// To a daemon: --allow entries as strings, the file as it is, so
 	// allow_private and owners survive (the daemon parses its copy; this
@@ -137,6 +140,9 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 	alog.Ended(code)
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
+	}
+	if o.ask == askNever {
+		writeWouldAsk(rep, base, stderr, os.Getenv("GITHUB_STEP_SUMMARY"))
 	}
 	var result error
 	if code != 0 {

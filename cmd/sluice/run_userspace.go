@@ -28,6 +28,9 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if o.audit || o.pidsMax != 0 || o.memoryMax != "" {
 		return fail(fmt.Errorf("audit mode (--audit, sluice learn), --pids-max and --memory-max need mode bpf (this run would use %s)", mode))
 	}
+	if o.ask == askOn {
+		return fail(fmt.Errorf("--ask needs mode bpf and the sluice daemon (this run would use %s); --ask=never works everywhere", mode))
+	}
 	if len(o.readOnly) > 0 {
 		// No mount namespace here to make them read-only in: refuse
 		// rather than run with the paths writable.
@@ -103,6 +106,9 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
+	}
+	if o.ask == askNever {
+		writeWouldAsk(rep, policy, stderr, os.Getenv("GITHUB_STEP_SUMMARY"))
 	}
 	var ee *exitError
 	if err != nil && !errors.As(err, &ee) {
