@@ -56,9 +56,13 @@ type Config struct {
 	// every session's mount namespace (sandbox.ReadOnly): absolute, clean
 	// paths; a session may add more, never remove one.
 	ReadOnlyPaths []string
-	Version       string
-	Log           io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
-	DNS           enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
+	// ContainerPolicies are the named policies a container selects with
+	// the label sluice.policy=NAME: name -> allowlist file
+	// (containerpolicy_linux.go).
+	ContainerPolicies map[string]string
+	Version           string
+	Log               io.Writer           // the daemon's log (stderr), for what an operator must hear of; nil: none
+	DNS               enforcer.DNSOptions // TTL bounds etc.; Upstreams comes from the field above
 	// Enforcer overrides the instance (tests); zero: SLUICE_INSTANCE or the default.
 	Enforcer enforcer.Config
 }
@@ -88,6 +92,8 @@ type Server struct {
 	// policy_change_refused): a confined agent can repeat a refused
 	// request in a loop as it can a refused connect.
 	refusals *audit.Limiter
+
+	ctr containerState // container sessions (containers_linux.go)
 
 	sessionGID, adminGID     uint32
 	containerCallers         callerns.Rules
@@ -173,6 +179,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.machine.Store(policy)
 	s.fileStamp = stampOf(cfg.AllowlistPath)
+	if s.ctr.policies, err = loadContainerPolicies(cfg.ContainerPolicies); err != nil {
+		return nil, err
+	}
 	if s.audit, err = audit.OpenLog(cfg.AuditLog); err != nil {
 		return nil, err
 	}
@@ -188,7 +197,7 @@ func New(cfg Config) (*Server, error) {
 	s.adoptAll()
 	// Running containers too, before any waiting event is read, so that
 	// their denials while no daemon ran are told as theirs.
-	s.attachContainers(map[string]time.Time{})
+	s.startContainers()
 	s.sweepAdoptRecords()
 	return s, nil
 }

@@ -75,6 +75,9 @@ func (s *Server) reload(actor *uint32) {
 
 // apply makes p the machine policy and narrows every session to it.
 func (s *Server) apply(p *allowlist.Policy, actor *uint32, what string) {
+	// Serialised with a container policy file's reload (containers_linux.go),
+	// which changes the requested policy of its sessions.
+	s.ctr.applyMu.Lock()
 	old := s.machine.Swap(p)
 	var errs []error
 	for _, ss := range s.snapshot() {
@@ -85,6 +88,7 @@ func (s *Server) apply(p *allowlist.Policy, actor *uint32, what string) {
 			r.Prune()
 		}
 	}
+	s.ctr.applyMu.Unlock()
 	s.metrics.policy.WithLabelValues("applied").Inc()
 	var entries []string
 	for _, e := range p.Entries() {
