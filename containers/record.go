@@ -76,7 +76,7 @@ func ReadRecord(id, bundle string, read ReadFile) (Record, error) {
 	for k, v := range oc.Annotations {
 		rec.Labels[k] = v
 	}
-	dc, dcPath, err := dockerRecord(id, oc, read)
+	dc, dcPath, err := dockerRecord(id, bundle, oc, read)
 	if err != nil {
 		return Record{}, err
 	}
@@ -92,29 +92,39 @@ func ReadRecord(id, bundle string, read ReadFile) (Record, error) {
 	return rec, nil
 }
 
+// dockerFiles are the files Docker bind-mounts into every container from
+// <data root>/containers/<id>/; with --network container:OTHER they are
+// OTHER's, of the same engine and so the same data root.
+var dockerFiles = map[string]bool{"/etc/hostname": true, "/etc/hosts": true, "/etc/resolv.conf": true}
+
 // dockerRecord reads Docker's config.v2.json of container id when the
-// OCI config shows Docker made it ("" when it does not).
-func dockerRecord(id string, oc ociConfig, read ReadFile) (dockerConfig, string, error) {
-	var dir string
+// OCI config shows Docker made it ("" when it does not). A bundle in
+// containerd's "moby" namespace is Docker's: there a missing record is an
+// error, not "no labels".
+func dockerRecord(id, bundle string, oc ociConfig, read ReadFile) (dockerConfig, string, error) {
+	var dataRoot string
 	for _, m := range oc.Mounts {
-		if m.Destination != "/etc/hostname" {
+		if !dockerFiles[m.Destination] {
 			continue
 		}
-		d := path.Dir(path.Clean(m.Source))
-		// <data root>/containers/<id>/hostname: Docker's layout, and its
-		// id must be this container's.
-		if path.Base(d) == id && path.Base(path.Dir(d)) == "containers" && strings.HasPrefix(d, "/") {
-			dir = d
+		d := path.Dir(path.Clean(m.Source)) // <data root>/containers/<some id>
+		if IsID(path.Base(d)) && path.Base(path.Dir(d)) == "containers" && strings.HasPrefix(d, "/") {
+			dataRoot = path.Dir(path.Dir(d))
+			break
 		}
 	}
-	if dir == "" {
+	moby := path.Base(path.Dir(path.Clean(bundle))) == "moby"
+	if dataRoot == "" {
+		if moby {
+			return dockerConfig{}, "", fmt.Errorf("containers: container %s: a Docker bundle without Docker's files: its data root is unknown", id[:12])
+		}
 		return dockerConfig{}, "", nil
 	}
-	p := path.Join(dir, "config.v2.json")
+	p := path.Join(dataRoot, "containers", id, "config.v2.json")
 	b, err := read(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A hostname file laid out like Docker's, but no Docker record
-		// beside it: the annotations are the record.
+	if errors.Is(err, fs.ErrNotExist) && !moby {
+		// Laid out like Docker's, but no Docker record: the annotations
+		// are the record.
 		return dockerConfig{}, "", nil
 	}
 	if err != nil {

@@ -53,9 +53,22 @@ func TestReadRecord(t *testing.T) {
 		t.Errorf("docker without a label: %+v %v", rec, err)
 	}
 
-	// An annotation (containerd, CRI, podman --annotation).
+	// --network container:OTHER: the hostname file is the other
+	// container's, of the same engine: the data root is the same.
+	other := strings.Repeat("c", 64)
 	rec, err = ReadRecord(id, bundle, files(map[string]string{
-		bundle + "/config.json": `{"annotations":{"sluice.policy":"beta"}}`,
+		bundle + "/config.json":                      strings.Replace(dockerBundle("/d"), "/containers/"+id+"/", "/containers/"+other+"/", 1),
+		"/d/containers/" + id + "/config.v2.json":    `{"ID":"` + id + `","Config":{"Labels":{"sluice.policy":"alpha"}}}`,
+		"/d/containers/" + other + "/config.v2.json": `{"ID":"` + other + `","Config":{"Labels":{"sluice.policy":"other"}}}`,
+	}))
+	if p, _ := rec.Policy(); err != nil || p != "alpha" {
+		t.Errorf("a container in another's network namespace: %+v %v, want its own label alpha", rec, err)
+	}
+
+	// An annotation (containerd, CRI, podman --annotation).
+	cri := "/run/containerd/io.containerd.runtime.v2.task/k8s.io/" + id
+	rec, err = ReadRecord(id, cri, files(map[string]string{
+		cri + "/config.json": `{"annotations":{"sluice.policy":"beta"}}`,
 	}))
 	if p, _ := rec.Policy(); err != nil || p != "beta" {
 		t.Errorf("annotation: %+v %v", rec, err)
@@ -71,10 +84,12 @@ func TestReadRecordErrors(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"no config":       {id, nil, "read its OCI config"},
-		"bad config":      {id, map[string]string{bundle + "/config.json": "{"}, "config.json"},
-		"not an id":       {"abc", nil, "not a container id"},
-		"bad docker json": {id, map[string]string{bundle + "/config.json": dockerBundle("/d"), "/d/containers/" + id + "/config.v2.json": "["}, "config.v2.json"},
+		"no config":                {id, nil, "read its OCI config"},
+		"docker without its files": {id, map[string]string{bundle + "/config.json": `{"mounts":[]}`}, "data root is unknown"},
+		"docker without a record":  {id, map[string]string{bundle + "/config.json": dockerBundle("/d")}, "read Docker's record"},
+		"bad config":               {id, map[string]string{bundle + "/config.json": "{"}, "config.json"},
+		"not an id":                {"abc", nil, "not a container id"},
+		"bad docker json":          {id, map[string]string{bundle + "/config.json": dockerBundle("/d"), "/d/containers/" + id + "/config.v2.json": "["}, "config.v2.json"},
 		"another's record": {id, map[string]string{bundle + "/config.json": dockerBundle("/d"),
 			"/d/containers/" + id + "/config.v2.json": `{"ID":"` + other + `"}`}, "is the record of"},
 		"contradiction": {id, map[string]string{bundle + "/config.json": strings.Replace(dockerBundle("/d"), `{"ociVersion"`, `{"annotations":{"sluice.policy":"a"},"ociVersion"`, 1),

@@ -15,7 +15,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/sluice-dev/sluice/audit"
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/containers"
 )
@@ -53,8 +52,7 @@ func (s *Server) fenceOtherForm() {
 	root := s.e.Root()
 	if err := root.Fence(); err != nil {
 		s.logf("warning: %v; a container given --cgroup-parent for %s would run unconfined", err, root.FenceName())
-		s.emit(audit.Event{Type: audit.SessionRefused, Reason: "fence",
-			Message: fmt.Sprintf("could not fence %s: %v: a container placed there would run unconfined", root.FencePath(), err)})
+		s.containerRefused("", "fence", fmt.Sprintf("could not fence %s: %v: a container placed there would run unconfined", root.FencePath(), err))
 		return
 	}
 	s.logf("containers: use %s; the other form, %s, is fenced (cgroup.max.descendants 0): a container placed there fails to start instead of running unconfined",
@@ -153,7 +151,7 @@ func (s *Server) judgePlacement(mount string, f containers.Found, fenced bool) {
 // reportMisplaced writes the daemon log line and the audit line.
 func (s *Server) reportMisplaced(f containers.Found, msg string) {
 	s.logf("%s", msg)
-	s.emit(audit.Event{Type: audit.SessionRefused, Session: filepath.Base(f.Path), Reason: "container outside sluice's root", Message: msg})
+	s.containerRefused(filepath.Base(f.Path), "container outside sluice's root", msg)
 }
 
 // freeze stops every process of the cgroup at dir (cgroup v2 freezer).

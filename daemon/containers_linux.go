@@ -142,8 +142,8 @@ func (s *Server) attachContainers(failed map[string]time.Time) {
 		if err := s.attachContainer(name, ref); err != nil {
 			failed[name] = time.Now()
 			if err != errNoProcess {
-				s.emit(audit.Event{Type: audit.SessionRefused, Session: name,
-					Message: fmt.Sprintf("container %s not confined by its policy yet (its traffic stays refused): %v", ref.ID[:12], err)})
+				s.containerRefused(name, "attach failed",
+					fmt.Sprintf("container %s not confined by its policy yet (its traffic stays refused): %v", ref.ID[:12], err))
 			}
 			continue
 		}
@@ -180,7 +180,7 @@ func (s *Server) attachContainer(name string, ref containers.Ref) error {
 	if choice.problem != "" {
 		msg := fmt.Sprintf("container %s gets loopback only, not the machine allowlist: %s", short, choice.problem)
 		s.logf("%s", msg)
-		s.emit(audit.Event{Type: audit.SessionRefused, Session: name, Reason: "container policy", Message: msg})
+		s.containerRefused(name, "container policy", msg)
 	}
 	// The process the namespace came from stands for the container.
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
@@ -192,6 +192,13 @@ func (s *Server) attachContainer(name string, ref containers.Ref) error {
 		Message: fmt.Sprintf("container %s confined: session %s, policy %s", short, name, choice.display())})
 	go ss.waitCommand()
 	return nil
+}
+
+// containerRefused is the audit line of a refusal about a container. The
+// actor is root: container sessions are root's, started by the engine.
+func (s *Server) containerRefused(session, reason, msg string) {
+	root := uint32(0)
+	s.emit(audit.Event{Type: audit.SessionRefused, Session: session, Actor: &root, Reason: reason, Message: msg})
 }
 
 // addContainerSession registers a container session with the server and

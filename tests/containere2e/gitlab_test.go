@@ -36,8 +36,10 @@ while (my $c = $l->accept) {
 // container: it waits for the go file, then reaches the registry by name,
 // tries a host outside its policy, and asks the service to do both.
 func jobScript(registry, denied worldHost) string {
-	ask := func(h worldHost) string {
-		return fmt.Sprintf(`(exec 3<>/dev/tcp/127.0.0.1/5432 && echo "%s %d" >&3 && cat <&3) 2>&1`, h.addr, h.port)
+	// The service resolves the registry's name itself (through its own
+	// session's resolver); the other host is asked for by address.
+	ask := func(host string, port uint16) string {
+		return fmt.Sprintf(`(exec 3<>/dev/tcp/127.0.0.1/5432 && echo "%s %d" >&3 && cat <&3) 2>&1`, host, port)
 	}
 	return fmt.Sprintf(`while [ ! -e /out/go ]; do sleep 0.05; done
 probe resolve-tcp %s %d > /out/job-allowed.json
@@ -45,7 +47,7 @@ probe tcp %s %d > /out/job-denied.json
 %s > /out/svc-allowed.txt
 %s > /out/svc-denied.txt
 touch /out/job-done
-exec sleep 600`, registry.name, registry.port, denied.addr, denied.port, ask(registry), ask(denied))
+exec sleep 600`, registry.name, registry.port, denied.addr, denied.port, ask(registry.name, registry.port), ask(denied.addr.String(), denied.port))
 }
 
 // TestGitLabJobAndServiceConfined runs what GitLab's Docker executor runs
@@ -70,6 +72,7 @@ func TestGitLabJobAndServiceConfined(t *testing.T) {
 	_ = os.Chmod(out, 0o777)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	removeAtCleanup(t, e, "twin", "job", "svc")
 	// What the runner passes for cgroup_parent and container_labels.
 	runner := []string{"--cgroup-parent=/" + pd.instance, "--label", "sluice.policy=ci", "-v", probe + ":/usr/local/bin/probe:ro", "-v", out + ":/out"}
 

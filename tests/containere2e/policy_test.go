@@ -152,14 +152,18 @@ func TestContainerPolicies(t *testing.T) {
 	e := dockertest.Start(t)
 	e.Image(t, "base", 5*time.Minute)
 	w := world.New(t)
-	hosts := newHosts(t, w, map[string]string{"alpha.test": "203.0.113.31", "beta.test": "203.0.113.32", "machine.test": "203.0.113.33"})
-	a, b, m := hosts["alpha.test"], hosts["beta.test"], hosts["machine.test"]
+	hosts := newHosts(t, w, map[string]string{"alpha.test": "203.0.113.31", "beta.test": "203.0.113.32", "machine.test": "203.0.113.33",
+		"byaddress.test": "203.0.113.34"})
+	a, b, m, x := hosts["alpha.test"], hosts["beta.test"], hosts["machine.test"], hosts["byaddress.test"]
 	cidr := func(h worldHost) string { return h.addr.String() + "/32" }
-	pd := startPolicyDaemon(t, w, []string{"alpha.test", "beta.test", "machine.test", cidr(a), cidr(b), cidr(m)},
-		map[string][]string{"alpha": {"alpha.test", cidr(a)}, "beta": {"beta.test", cidr(b)}})
+	// x is alpha's by address only: never learned from DNS, so a policy
+	// change that drops it shows at once.
+	pd := startPolicyDaemon(t, w, []string{"alpha.test", "beta.test", "machine.test", cidr(a), cidr(b), cidr(m), cidr(x)},
+		map[string][]string{"alpha": {"alpha.test", cidr(a), cidr(x)}, "beta": {"beta.test", cidr(b)}})
 	probe := world.BuildProbe(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	removeAtCleanup(t, e, "c-alpha", "c-beta", "c-plain", "c-unknown", "pod")
 
 	// The namespace's holder is unconfined: the twin that shows every
 	// host is reachable without sluice.
@@ -228,6 +232,12 @@ func TestContainerPolicies(t *testing.T) {
 			}
 		}
 	}
+	mark = time.Now()
+	if r := probeIn(t, e, "c-alpha", "tcp", x.addr.String(), x.portArg()); !r.OK {
+		t.Errorf("c-alpha -> its policy's address %s: %s", x.addr, r)
+	} else if !w.WaitArrival(world.All(world.To(x.addr), world.Since(mark)), 5*time.Second) {
+		t.Errorf("c-alpha -> %s: the world recorded nothing", x.addr)
+	}
 	// The unknown label's loopback works.
 	if r := probeIn(t, e, "c-unknown", "tcp-self"); !r.OK {
 		t.Errorf("c-unknown: loopback: %s, want it open", r)
@@ -249,7 +259,9 @@ func TestContainerPolicies(t *testing.T) {
 	}
 
 	// A policy file rewritten: c-alpha now gets machine.test, and loses
-	// alpha.test and its address, at once.
+	// alpha.test and the addresses, at once (an address it already learned
+	// from DNS stays until its TTL ends, as when the machine allowlist
+	// narrows: the resolver's rule).
 	b2, _ := json.Marshal(map[string][]string{"allowed_hosts": {"machine.test"}})
 	tmp := pd.files["alpha"] + ".new"
 	if err := os.WriteFile(tmp, b2, 0o644); err != nil {
@@ -263,10 +275,13 @@ func TestContainerPolicies(t *testing.T) {
 			strings.Contains(fmt.Sprint(e["message"]), "applied to 1 container sessions")
 	})
 	mark = time.Now()
-	if r := probeIn(t, e, "c-alpha", "tcp", a.addr.String(), a.portArg()); r.OK || r.Errno != "EPERM" {
-		t.Errorf("c-alpha -> alpha.test after its policy dropped it: %s, want EPERM", r)
+	if r := probeIn(t, e, "c-alpha", "tcp", x.addr.String(), x.portArg()); r.OK || r.Errno != "EPERM" {
+		t.Errorf("c-alpha -> %s after its policy dropped it: %s, want EPERM", x.addr, r)
 	}
-	w.AssertNothingArrived(t, world.All(world.To(a.addr), world.Since(mark)), 200*time.Millisecond)
+	if r := probeIn(t, e, "c-alpha", "resolve-tcp", a.name, a.portArg()); r.OK {
+		t.Errorf("c-alpha -> alpha.test by name after its policy dropped it: %s, want a refused name", r)
+	}
+	w.AssertNothingArrived(t, world.All(world.Any(world.To(x.addr), world.To(a.addr)), world.Since(mark)), 200*time.Millisecond)
 	mark = time.Now()
 	if r := probeIn(t, e, "c-alpha", "resolve-tcp", m.name, m.portArg()); !r.OK {
 		t.Errorf("c-alpha -> machine.test after its policy added it: %s", r)
@@ -294,6 +309,19 @@ func TestContainerPolicies(t *testing.T) {
 	} else if !w.WaitArrival(world.All(world.To(b.addr), world.Since(mark)), 5*time.Second) {
 		t.Errorf("c-beta -> beta.test after a daemon restart: the world recorded nothing")
 	}
+}
+
+// removeAtCleanup removes the containers before the daemon's cleanup (t.Cleanup
+// runs last-registered first), so that the cgroup parents are empty when
+// sluice cleanup and the test remove them.
+func removeAtCleanup(t *testing.T, e *dockertest.Engine, names ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := e.Docker(ctx, append([]string{"rm", "-f"}, names...)...); err != nil {
+			t.Logf("docker rm -f %v: %v", names, err)
+		}
+	})
 }
 
 func containsHost(hs []worldHost, h worldHost) bool {

@@ -5,14 +5,14 @@
 # added). It runs dockerd with the systemd cgroup driver and checks that a container started with
 # --cgroup-parent=sluice.slice (sluice.slice/docker-<id>.scope) is confined, through a kill -9 of the
 # daemon and a `docker restart`, and that a labelled container with a mistyped parent is refused.
-# The "world" is a dummy link (systemd-networkd) holding 203.0.113.7 (allowed) and 203.0.113.8
-# (denied) with a server that records every connection it accepts in /tmp/t/world.log; containers
+# The "world" is two addresses on the machine's loopback link, 203.0.113.7 (allowed) and
+# 203.0.113.8 (denied; the datapath judges them by address, not by link), with a server that records every connection it accepts in /tmp/t/world.log; containers
 # share the machine's network (--network host), so the server's record is the judge. Its verdict
 # goes to /sluice-test.log, whose last line is "EXIT 0" when every check held. Every wait is
 # bounded; the container powers off at the end whatever happened.
 exec >/sluice-test.log 2>&1
 set -u
-export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
 finish() {
 	echo "EXIT $1"
 	systemctl --no-block start poweroff.target
@@ -45,14 +45,13 @@ try() {
 }
 
 echo "--- the world"
-systemctl start systemd-networkd.service || fail "systemd-networkd did not start"
-wait_for 30 sh -c "networkctl status world0 2>/dev/null | grep -q 203.0.113.8" || fail "systemd-networkd did not bring up world0 with 203.0.113.7 and .8"
+ip link set lo up && ip addr add 203.0.113.7/32 dev lo && ip addr add 203.0.113.8/32 dev lo || fail "could not give lo the world's addresses"
 systemd-run --quiet --unit=sluice-world perl -MIO::Socket::INET -e '
 	$| = 1;
 	my $l = IO::Socket::INET->new(LocalAddr => "0.0.0.0", LocalPort => 80, Listen => 16, ReuseAddr => 1) or die "listen: $!";
 	open(my $log, ">>", "/tmp/t/world.log") or die; $log->autoflush(1);
 	while (my $c = $l->accept) { print $log "hit " . $c->sockhost . "\n"; close $c }' || fail "the world server did not start"
-wait_for 10 sh -c "(exec 3<>/dev/tcp/203.0.113.7/80)" || fail "the world server does not answer"
+wait_for 10 bash -c "(exec 3<>/dev/tcp/203.0.113.7/80)" || fail "the world server does not answer"
 [ "$(hits 203.0.113.7)" -ge 1 ] || fail "the world server records nothing"
 ok "the world server records connections to 203.0.113.7 and .8"
 
@@ -87,7 +86,7 @@ out=$(docker run --rm --network host base bash -c '(exec 3<>/dev/tcp/203.0.113.8
 ok "an unconfined container reaches 203.0.113.8, and the world records it"
 
 echo "--- a container in sluice.slice"
-id=$(docker run -d --name c --network host --cgroup-parent=sluice.slice base sleep 600) || fail "docker run --cgroup-parent=sluice.slice failed"
+id=$(docker run -d --name agent --network host --cgroup-parent=sluice.slice base sleep 600) || fail "docker run --cgroup-parent=sluice.slice failed"
 scope="docker-$id.scope"
 wait_for 20 test -d "$slice/$scope" || fail "no $scope in sluice.slice: $(ls "$slice")"
 ok "the container is $slice/$scope"
@@ -97,7 +96,7 @@ ok "the daemon attached it as session $scope"
 confined() { # WHEN
 	local before out
 	before=$(hits 203.0.113.8)
-	out=$(try c 203.0.113.8)
+	out=$(try agent 203.0.113.8)
 	case "$out" in *"Operation not permitted"*) ;; *) fail "$1: the container -> 203.0.113.8: want 'Operation not permitted', got: $out" ;; esac
 	sleep 0.3
 	[ "$(hits 203.0.113.8)" -eq "$before" ] || fail "$1: the world recorded a connection to 203.0.113.8"
@@ -106,7 +105,7 @@ confined() { # WHEN
 allowed() { # WHEN
 	local before out
 	before=$(hits 203.0.113.7)
-	out=$(try c 203.0.113.7)
+	out=$(try agent 203.0.113.7)
 	[ "$out" = connected ] || fail "$1: the container -> 203.0.113.7 (allowed): $out"
 	wait_for 5 sh -c "[ \$(grep -c ' 203.0.113.7\$' /tmp/t/world.log) -gt $before ]" || fail "$1: the world recorded nothing from the allowed connect"
 	ok "$1: reached 203.0.113.7, and the world recorded it"
@@ -125,7 +124,7 @@ allowed "a new daemon"
 
 echo "--- docker restart"
 n=$(count session_started)
-docker restart -t 1 c >/dev/null || fail "docker restart failed"
+docker restart -t 1 agent >/dev/null || fail "docker restart failed"
 wait_for 20 test -d "$slice/$scope" || fail "no $scope after docker restart"
 wait_for 20 sh -c "[ \$(grep -c '\"type\":\"session_started\"' $audit) -gt $n ]" || fail "no new session after docker restart"
 confined "after docker restart"
@@ -142,7 +141,7 @@ ok "sluice check names it"
 docker rm -f bad >/dev/null
 
 echo "--- docker rm"
-docker rm -f c >/dev/null || fail "docker rm failed"
+docker rm -f agent >/dev/null || fail "docker rm failed"
 wait_for 20 sh -c "[ \$(grep -c '\"type\":\"session_ended\"' $audit) -ge 2 ]" || fail "no session_ended after docker rm"
 wait_for 10 sh -c "! test -d $slice/$scope" || fail "$scope left after docker rm"
 ok "the session ended and the scope is gone"
