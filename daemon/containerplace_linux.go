@@ -26,10 +26,10 @@ import (
 // left to run unconfined without a word:
 //   - the other form of the name (--cgroup-parent=/sluice on a host whose
 //     root is sluice.slice, or sluice.slice where the root is /sluice): the
-//     daemon fences that name (cgroups.Root.Fence), so the engine cannot
-//     make the container's cgroup and `docker run` fails with an error.
-//     A container already there (it started before any daemon fenced the
-//     name) is frozen and reported;
+//     daemon fences that name (cgroups.Root.Fence): a cgroup the engine
+//     makes there is frozen before the container's first instruction (on
+//     a pure cgroup v2 host the engine cannot make it at all), and the
+//     daemon kills what arrives there, so `docker run` fails with an error;
 //   - any other parent (a typo, or none at all) for a container that
 //     carries a sluice.policy label: the label says it was meant to be
 //     confined, so the daemon freezes it (cgroup.freeze) and reports it,
@@ -38,7 +38,7 @@ import (
 //     reported, not frozen: sluice cannot know it was meant for it.
 //
 // The refusal of a misplaced labelled container is not from its first
-// instruction: the daemon finds it within about a second. The fence is.
+// instruction: the daemon finds it within about a second. The fence's is.
 // Frozen containers stay frozen until removed (docker rm -f); the log line
 // says how to start them so that they are confined.
 
@@ -55,7 +55,7 @@ func (s *Server) fenceOtherForm() {
 		s.containerRefused("", "fence", fmt.Sprintf("could not fence %s: %v: a container placed there would run unconfined", root.FencePath(), err))
 		return
 	}
-	s.logf("containers: use %s; the other form, %s, is fenced (cgroup.max.descendants 0): a container placed there fails to start instead of running unconfined",
+	s.logf("containers: use %s; the other form, %s, is fenced (frozen, and closed where the host has no cgroup v1): a container placed there fails to start instead of running unconfined",
 		ContainerParentHint(root), root.FencePath())
 }
 
@@ -88,10 +88,16 @@ func (s *Server) checkPlacement() {
 		done := s.ctr.judged[f.Path] == ino
 		s.ctr.judged[f.Path] = ino
 		s.ctr.mu.Unlock()
+		if parent == fenceRel {
+			// Killed at every scan while it is there: its engine may move
+			// a process in after a kill.
+			s.refuseFenced(mount, f, !done)
+			continue
+		}
 		if done {
 			continue
 		}
-		s.judgePlacement(mount, f, parent == fenceRel)
+		s.judgePlacement(mount, f)
 	}
 	s.ctr.mu.Lock()
 	for p := range s.ctr.judged {
@@ -102,15 +108,32 @@ func (s *Server) checkPlacement() {
 	s.ctr.mu.Unlock()
 }
 
-// judgePlacement decides about one container outside the root.
-func (s *Server) judgePlacement(mount string, f containers.Found, fenced bool) {
+// refuseFenced kills a container in the fence (frozen there since its
+// first process arrived, or placed before the daemon made the fence), so
+// that its engine's start fails; report says to tell it.
+func (s *Server) refuseFenced(mount string, f containers.Found, report bool) {
+	dir := filepath.Join(mount, f.Path)
+	err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	if !report {
+		return
+	}
+	short := f.ID[:12]
+	msg := fmt.Sprintf("container %s refused: its cgroup %s is in %s, the other form of sluice's root %s, where nothing is confined; "+
+		"it was frozen there and is killed (its docker run fails). Start it with %s", short, f.Path, f.Parent(), s.e.Root().Path(), ContainerParentHint(s.e.Root()))
+	if err != nil {
+		msg = fmt.Sprintf("container %s in the fenced cgroup %s (stays frozen): killing it failed: %v; remove it and start it with %s", short, f.Path, err, ContainerParentHint(s.e.Root()))
+	}
+	s.reportMisplaced(f, msg)
+}
+
+// judgePlacement decides about one container outside the root and the
+// fence.
+func (s *Server) judgePlacement(mount string, f containers.Found) {
 	hint := ContainerParentHint(s.e.Root())
 	short := f.ID[:12]
 	dir := filepath.Join(mount, f.Path)
 	var why string
 	switch {
-	case fenced:
-		why = fmt.Sprintf("its cgroup %s is in %s, the other form of sluice's root %s (it started before the daemon fenced it)", f.Path, f.Parent(), s.e.Root().Path())
 	case underDatapath(dir):
 		// Another sluice instance's root (or another enforcer's): its
 		// connect programs judge the container; not this daemon's to

@@ -97,12 +97,17 @@ func startPolicyDaemon(t *testing.T, w *world.World, machine []string, policies 
 	return pd
 }
 
+// command is a sluice command of the daemon's instance and socket.
+func (pd *policyDaemon) command(args ...string) *exec.Cmd {
+	c := exec.Command(pd.bin, append(args, "--socket", pd.sock)...)
+	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+pd.instance)
+	return c
+}
+
 // sessions runs `sluice sessions` against the daemon.
 func (pd *policyDaemon) sessions(t *testing.T) string {
 	t.Helper()
-	c := exec.Command(pd.bin, "sessions", "--socket", pd.sock)
-	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+pd.instance)
-	out, err := c.CombinedOutput()
+	out, err := pd.command("sessions").CombinedOutput()
 	if err != nil {
 		t.Fatalf("sluice sessions: %v\n%s", err, out)
 	}
