@@ -41,16 +41,20 @@ func TestMisplacedContainersRefused(t *testing.T) {
 	fence := strings.ReplaceAll(pd.instance, "-", "_") + ".slice"
 	twinParent := strings.ReplaceAll(pd.instance, "-", "_") + "_twin.slice"
 	typo := strings.Replace(pd.instance, "sluice", "sluce", 1)
-	removeAtCleanup(t, e, "pod", "fenced", "twin", "typo")
 	t.Cleanup(func() {
 		// The engine made these parents in every hierarchy; the fence is
-		// sluice cleanup's.
+		// sluice cleanup's. (Registered before the containers' removal,
+		// so it runs after it.)
+		for _, dir := range v1Parents(t, fence) {
+			_ = os.Remove(dir)
+		}
 		for _, name := range []string{twinParent, typo} {
 			for _, dir := range append(v1Parents(t, name), cgroupRoot(t, name)) {
 				_ = os.Remove(dir)
 			}
 		}
 	})
+	removeAtCleanup(t, e, "pod", "fenced", "twin", "typo")
 	if _, err := e.Docker(ctx, "run", "-d", "--name", "pod", "--network", "none", dockertest.BaseImage, "sleep", "600"); err != nil {
 		t.Fatal(err)
 	}
