@@ -141,8 +141,10 @@ func (s *Server) judgePlacement(mount string, f containers.Found) {
 		return
 	default:
 		pid := firstPid(dir)
-		if pid == 0 {
-			// Not started yet or gone: look again at the next scan.
+		if pid == 0 || inSetup(dir) {
+			// Not started yet, still being set up by its runtime (freezing
+			// runc mid-way would hang the engine), or gone: look again at
+			// the next scan.
 			s.ctr.mu.Lock()
 			delete(s.ctr.judged, f.Path)
 			s.ctr.mu.Unlock()
@@ -196,6 +198,22 @@ func underDatapath(dir string) bool {
 	const queryEffective = 1 // BPF_F_QUERY_EFFECTIVE
 	r, err := link.QueryPrograms(link.QueryOptions{Target: fd, Attach: ebpf.AttachCGroupInet4Connect, QueryFlags: queryEffective})
 	return err == nil && len(r.Programs) > 0
+}
+
+// inSetup reports whether runc's setup stages are still in the cgroup at
+// dir: the container has not been started yet.
+func inSetup(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	for _, f := range strings.Fields(string(b)) {
+		comm, _ := os.ReadFile("/proc/" + f + "/comm")
+		if strings.HasPrefix(string(comm), "runc:[") {
+			return true
+		}
+	}
+	return false
 }
 
 func firstPid(dir string) int {

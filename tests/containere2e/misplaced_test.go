@@ -60,7 +60,8 @@ func TestMisplacedContainersRefused(t *testing.T) {
 	}
 	moveClientLink(t, w, containerPid(t, e, "pod"))
 	run := func(name, parent string, extra ...string) (string, error) {
-		first := fmt.Sprintf("probe tcp %s %d > /out/%s.json; exec sleep 600", h.addr, h.port, name)
+		// Written whole, then renamed: the test waits for the name.
+		first := fmt.Sprintf("probe tcp %s %d > /out/%[3]s.tmp; mv /out/%[3]s.tmp /out/%[3]s.json; exec sleep 600", h.addr, h.port, name)
 		args := append([]string{"run", "-d", "--name", name, "--network", "container:pod", "--cgroup-parent", parent,
 			"-v", probe + ":/usr/local/bin/probe:ro", "-v", out + ":/out"}, extra...)
 		return e.Docker(ctx, append(args, dockertest.BaseImage, "sh", "-c", first)...)
