@@ -62,9 +62,13 @@ type SessionInfo struct {
 	Argv    []string  `json:"argv"`
 	// Parent is the session whose process created this one through the
 	// API; such a session is held to its parent's policy.
-	Parent     string        `json:"parent,omitempty"`
-	PID        int           `json:"pid,omitempty"` // the command's pid, 0 after a re-adoption
-	Policy     []string      `json:"policy"`
+	Parent string   `json:"parent,omitempty"`
+	PID    int      `json:"pid,omitempty"` // the command's pid, 0 after a re-adoption
+	Policy []string `json:"policy"`
+	// PolicyName is a container session's named policy (its sluice.policy
+	// label): the name, "(machine)" without a label, or the label with
+	// "(unknown: loopback only)".
+	PolicyName string        `json:"policy_name,omitempty"`
 	Audit      bool          `json:"audit,omitempty"`
 	Ask        bool          `json:"ask,omitempty"`
 	Processes  int           `json:"processes"`

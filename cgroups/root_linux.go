@@ -39,6 +39,9 @@ func OpenRoot(name string) (*Root, error) {
 	if err := r.ensureDir(); err != nil {
 		return nil, err
 	}
+	if err := r.liftFence(); err != nil {
+		return nil, err
+	}
 	if err := r.enableControllers(wantedControllers, entries); err != nil {
 		return nil, err
 	}

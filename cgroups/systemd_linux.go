@@ -60,6 +60,9 @@ func OpenSystemdRoot(instance string, create bool) (*Root, error) {
 	if st.Uid != 0 {
 		return nil, fmt.Errorf("cgroups: slice cgroup %s is owned by uid %d, not root: refusing it", r.Path(), st.Uid)
 	}
+	if err := r.liftFence(); err != nil {
+		return nil, err
+	}
 	offered, err := readList(r.mount, r.rel("cgroup.controllers"))
 	if err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)

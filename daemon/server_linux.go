@@ -57,7 +57,11 @@ type Config struct {
 	// every session's mount namespace (sandbox.ReadOnly): absolute, clean
 	// paths; a session may add more, never remove one.
 	ReadOnlyPaths []string
-	Version       string
+	// ContainerPolicies are the named policies a container selects with
+	// the label sluice.policy=NAME: name -> allowlist file
+	// (containerpolicy_linux.go).
+	ContainerPolicies map[string]string
+	Version           string
 	// AskTimeout is how long a prompt waits before it is denied
 	// (prompts.DefaultTimeout, five minutes, when zero); only tests
 	// shorten it (the hidden --ask-timeout flag).
@@ -94,6 +98,8 @@ type Server struct {
 	// policy_change_refused): a confined agent can repeat a refused
 	// request in a loop as it can a refused connect.
 	refusals *audit.Limiter
+
+	ctr containerState // container sessions (containers_linux.go)
 
 	sessionGID, adminGID     uint32
 	containerCallers         callerns.Rules
@@ -179,6 +185,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.machine.Store(policy)
 	s.fileStamp = stampOf(cfg.AllowlistPath)
+	if s.ctr.policies, err = loadContainerPolicies(cfg.ContainerPolicies); err != nil {
+		return nil, err
+	}
 	if s.audit, err = audit.OpenLog(cfg.AuditLog); err != nil {
 		return nil, err
 	}
@@ -199,7 +208,7 @@ func New(cfg Config) (*Server, error) {
 	s.adoptAll()
 	// Running containers too, before any waiting event is read, so that
 	// their denials while no daemon ran are told as theirs.
-	s.attachContainers(map[string]time.Time{})
+	s.startContainers()
 	s.sweepAdoptRecords()
 	return s, nil
 }

@@ -77,6 +77,9 @@ func (s *Server) reload(actor *uint32) {
 
 // apply makes p the machine policy and narrows every session to it.
 func (s *Server) apply(p *allowlist.Policy, actor *uint32, what string) {
+	// Serialised with a container policy file's reload (containers_linux.go),
+	// which changes the requested policy of its sessions.
+	s.ctr.applyMu.Lock()
 	old := s.machine.Swap(p)
 	var errs []error
 	for _, ss := range s.snapshot() {
@@ -87,6 +90,7 @@ func (s *Server) apply(p *allowlist.Policy, actor *uint32, what string) {
 			r.Prune()
 		}
 	}
+	s.ctr.applyMu.Unlock()
 	s.metrics.policy.WithLabelValues("applied").Inc()
 	var entries []string
 	for _, e := range p.Entries() {

@@ -58,6 +58,7 @@ func runChecks() []checkResult {
 	} else {
 		rs = append(rs, checkResult{name: "cgroup2", status: checkPass, detail: "mounted at " + mount})
 		rs = append(rs, placementCheck(mount))
+		rs = append(rs, containerChecks(mount)...)
 	}
 
 	var st unix.Statfs_t
@@ -211,7 +212,6 @@ func placementCheck(mount string) checkResult {
 	} else {
 		detail = "PID 1 is not systemd; sessions live in " + where + " at the top of the cgroup2 tree"
 	}
-	detail += "; to confine a whole container: docker run --cgroup-parent=/" + instance + " (Docker's cgroupfs driver)"
 	if v1 := cgroups.V1Hierarchies(); len(v1) > 0 {
 		detail += fmt.Sprintf("; hybrid layout (%d cgroup v1 hierarchies): the daemon moves itself to their roots at start, "+
 			"so that its sessions outlive its container or unit", len(v1))

@@ -31,7 +31,8 @@ func cleanup(stateDir string) (found bool, err error) {
 			return false, err
 		}
 	}
-	switch _, err := enforcer.OpenExistingRoot(cfg.CgroupName); {
+	root, err := enforcer.OpenExistingRoot(cfg.CgroupName)
+	switch {
 	case err == nil:
 		found = true
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, cgroups.ErrNoCgroup2):
@@ -41,5 +42,13 @@ func cleanup(stateDir string) (found bool, err error) {
 	if !found {
 		return false, nil
 	}
-	return true, enforcer.Cleanup(cfg)
+	if err := enforcer.Cleanup(cfg); err != nil {
+		return true, err
+	}
+	// The daemon's fence of the other form of the root's name
+	// (cgroups.Root.Fence); one that still holds a container is reported.
+	if root != nil {
+		return true, root.Unfence()
+	}
+	return true, nil
 }

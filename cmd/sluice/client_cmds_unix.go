@@ -33,10 +33,16 @@ func newSessionsCmd() *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "SESSION\tUID\tAGE\tPROCS\tALLOWED\tDENIED\tLEARNED\tCOMMAND")
+			fmt.Fprintln(w, "SESSION\tUID\tAGE\tPROCS\tALLOWED\tDENIED\tLEARNED\tPOLICY\tCOMMAND")
 			for _, s := range ss {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Name, s.UID, time.Since(s.Created).Round(time.Second),
-					s.Processes, s.Allowed, s.Denied, s.LearnedIPs, strings.Join(s.Argv, " "))
+				// POLICY: a container session's named policy (its
+				// sluice.policy label); "-" for the others.
+				policy := s.PolicyName
+				if policy == "" {
+					policy = "-"
+				}
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Name, s.UID, time.Since(s.Created).Round(time.Second),
+					s.Processes, s.Allowed, s.Denied, s.LearnedIPs, policy, strings.Join(s.Argv, " "))
 			}
 			return w.Flush()
 		},

@@ -40,6 +40,9 @@ type fileConfig struct {
 	ReadOnlyPaths []string `json:"read_only_paths"`
 	// SocketMode, as --socket-mode: the API socket's mode, octal.
 	SocketMode string `json:"socket_mode"`
+	// ContainerPolicies are the named policies containers select with the
+	// label sluice.policy=NAME: {"NAME": "/etc/sluice/NAME.json"}.
+	ContainerPolicies map[string]string `json:"container_policies"`
 }
 
 // loadFileConfig reads the --config file; a missing one is fine unless
@@ -137,6 +140,9 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 		SessionGroup:     pick(o.sessionGroup, fc.Group, "sluice"),
 		AdminGroup:       pick(o.adminGroup, fc.AdminGroup, ""),
 		ContainerCallers: fc.ContainerCallers,
+		// Only in the file: a policy per container is configuration, read
+		// at start; its files are watched (a change applies at once).
+		ContainerPolicies: fc.ContainerPolicies,
 		// Both lists, the file's and the flags': each is the
 		// administrator's, and a flag must not silently drop a path the
 		// file protects.

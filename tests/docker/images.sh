@@ -9,6 +9,9 @@
 #                                                              from the two above
 #   tests/docker/images.sh mirror   prints the Debian mirror the images come from, for scripts
 #                                   that debootstrap a root file system of their own
+#   tests/docker/images.sh rootfs   makes (once per cache) the minbase tarball the base image is
+#                                   imported from and prints its path, for engines a test starts
+#                                   elsewhere (tests/systemd runs one under systemd)
 #
 # It talks to the engine named by DOCKER_HOST (tests start their own dockerd, see
 # tests/dockertest). Images that exist are kept. The debootstrap root file system is cached as a
@@ -119,6 +122,7 @@ sluice() {
 
 case "${1:-}" in
 base | go_image | sluice | mirror) "$1" ;;
+rootfs) rootfs_tar ;;
 go) go_image ;;
 *) die "usage: $0 base|go|sluice|mirror" ;;
 esac

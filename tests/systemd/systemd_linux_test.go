@@ -45,6 +45,15 @@ func repoRoot(t *testing.T) string {
 // unit and runs inside.sh, which checks a daemonless session, two daemon
 // sessions across a restart of the unit, and where their cgroups are.
 func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
+	bootAndRun(t, "inside.sh", nil, nil)
+}
+
+// bootAndRun boots Debian's systemd in a systemd-nspawn container with
+// sluice's packaged unit and a sluice binary built from this tree, runs the
+// script (a file of this directory) as the one job of the boot target, and
+// fails unless its log ends in "EXIT 0". setup may add to the root file
+// system before the boot; extra are more systemd-nspawn arguments.
+func bootAndRun(t *testing.T, scriptName string, setup func(root string), extra []string) {
 	if os.Geteuid() != 0 {
 		skipOrFail(t, "needs root (systemd-nspawn, bpffs)")
 	}
@@ -67,6 +76,7 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 		// The container is gone once systemd-nspawn has returned; its
 		// private bpffs goes with the unmount, its files with the rest.
 		_ = unix.Unmount(bpffs, unix.MNT_DETACH)
+		unmountUnder(root)
 		if err := os.RemoveAll(dir); err != nil {
 			t.Errorf("remove %s: %v", dir, err)
 		}
@@ -107,7 +117,7 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, err := os.ReadFile(filepath.Join(repo, "tests/systemd/inside.sh"))
+	script, err := os.ReadFile(filepath.Join(repo, "tests/systemd", scriptName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +137,9 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/sluice daemon") {
 		t.Fatal("packaging/sluice.service no longer runs /usr/local/bin/sluice daemon: adapt this test")
 	}
+	if setup != nil {
+		setup(root)
+	}
 
 	// A bpffs of the container's own, so that its pins are never the
 	// host's.
@@ -140,7 +153,7 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 	bootCtx, bootCancel := context.WithTimeout(ctx, bootTimeout)
 	defer bootCancel()
 	machine := "sluice-" + filepath.Base(dir)
-	boot := exec.CommandContext(bootCtx, "systemd-nspawn", "--quiet", "--boot",
+	args := []string{"--quiet", "--boot",
 		"--directory", root, "--machine", strings.ToLower(strings.ReplaceAll(machine, "_", "-")),
 		// No machined on a host without systemd: do not register, and
 		// stay in this process's cgroup.
@@ -151,11 +164,12 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 		// filter leaves out.
 		"--capability=CAP_BPF,CAP_PERFMON,CAP_NET_ADMIN",
 		"--system-call-filter=bpf perf_event_open landlock_create_ruleset landlock_add_rule landlock_restrict_self",
-		"--bind="+bpffs+":/sys/fs/bpf",
+		"--bind=" + bpffs + ":/sys/fs/bpf",
 		// When the deadline sends nspawn SIGTERM, it kills the container
 		// at once instead of asking it to power off, which could hang.
-		"--kill-signal=SIGKILL",
-		"systemd.unit=sluice-test.target")
+		"--kill-signal=SIGKILL"}
+	args = append(append(args, extra...), "systemd.unit=sluice-test.target")
+	boot := exec.CommandContext(bootCtx, "systemd-nspawn", args...)
 	// A pure cgroup v2 tree inside, whatever the host's layout.
 	boot.Env = append(os.Environ(), "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1")
 	// SIGTERM makes nspawn kill the container (--kill-signal) and exit;
@@ -166,7 +180,7 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 	console, err := boot.CombinedOutput()
 	elapsed := time.Since(start)
 	log, lerr := os.ReadFile(filepath.Join(root, "sluice-test.log"))
-	t.Logf("container ran %v; inside.sh said:\n%s", elapsed.Round(time.Second), log)
+	t.Logf("container ran %v; %s said:\n%s", elapsed.Round(time.Second), scriptName, log)
 	if err != nil && !errors.Is(bootCtx.Err(), context.DeadlineExceeded) {
 		t.Logf("systemd-nspawn: %v", err)
 	}
@@ -175,6 +189,26 @@ func TestSessionsAreScopesAndSurviveRestart(t *testing.T) {
 		if len(tail) > 4000 {
 			tail = tail[len(tail)-4000:]
 		}
-		t.Fatalf("inside.sh did not pass (read log: %v; nspawn: %v, deadline hit: %v); console tail:\n%s", lerr, err, bootCtx.Err() != nil, tail)
+		t.Fatalf("%s did not pass (read log: %v; nspawn: %v, deadline hit: %v); console tail:\n%s", scriptName, lerr, err, bootCtx.Err() != nil, tail)
+	}
+}
+
+// unmountUnder lazily unmounts every mount point below dir, deepest first
+// (what an engine inside the container left, should it not have cleaned
+// up).
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		_ = unix.Unmount(points[i], unix.MNT_DETACH)
 	}
 }
