@@ -55,7 +55,7 @@ func (s *Server) callerWorld(p peer) (joined bool, err error) {
 	}
 	if why != "" {
 		if !s.containerCallers.Permits(callerOf(p)) {
-			return false, fail(http.StatusForbidden, "%s; run sluice inside that namespace, or the client where the daemon runs, or let this caller's sessions run in its own namespaces (the daemon's container_callers setting)", why)
+			return false, fail(http.StatusForbidden, "%s; run sluice inside that namespace, or the client where the daemon runs, or let this caller's sessions run in its own namespaces (container_callers in the daemon's configuration, or sluice daemon --container-caller RULE)", why)
 		}
 		if err := callerns.Check(p.pidfd); err != nil {
 			return false, fail(http.StatusForbidden, "%v", err)
