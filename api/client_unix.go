@@ -171,7 +171,14 @@ func (c *Client) Revoke(ctx context.Context, owner string) (RevokeResponse, erro
 
 // Events streams events until ctx ends.
 func (c *Client) Events(ctx context.Context, fn func(audit.Event)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sluice/v1/events", nil)
+	return follow(ctx, c, "/v1/events", fn)
+}
+
+// follow reads the NDJSON stream at path, one T a line, into fn until
+// ctx ends (nil) or the stream does (its error); lines that are not a T
+// are skipped.
+func follow[T any](ctx context.Context, c *Client, path string, fn func(T)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sluice"+path, nil)
 	if err != nil {
 		return err
 	}
@@ -186,9 +193,9 @@ func (c *Client) Events(ctx context.Context, fn func(audit.Event)) error {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var e audit.Event
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
-			fn(e)
+		var v T
+		if json.Unmarshal(sc.Bytes(), &v) == nil {
+			fn(v)
 		}
 	}
 	if ctx.Err() != nil {

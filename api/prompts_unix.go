@@ -5,10 +5,7 @@
 package api
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -27,29 +24,7 @@ func (c *Client) Prompts(ctx context.Context) ([]Prompt, error) {
 // FollowPrompts calls fn with the pending prompts, then with every prompt
 // raised or settled, until ctx ends.
 func (c *Client) FollowPrompts(ctx context.Context, fn func(Prompt)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sluice/v1/prompts/stream", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("daemon at %s: %w", c.socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return apiError(resp)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var p Prompt
-		if json.Unmarshal(sc.Bytes(), &p) == nil {
-			fn(p)
-		}
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return sc.Err()
+	return follow(ctx, c, "/v1/prompts/stream", fn)
 }
 
 // AnswerPrompt answers the pending prompt id.
