@@ -363,7 +363,7 @@ func TestAskMode(t *testing.T) {
 func (f *fixture) sluiceEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	return f.sluiceFrom(t, func(c *exec.Cmd) error {
-		c.Env = append(os.Environ(), env...)
+		c.Env = append(environWithout("CI"), env...)
 		return f.w.StartInClient(c)
 	}, 0, 0, args...)
 }

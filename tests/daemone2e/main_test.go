@@ -241,6 +241,9 @@ func (f *fixture) sluiceGroups(t *testing.T, start func(*exec.Cmd) error, uid, g
 	defer cancel()
 	c := exec.CommandContext(ctx, sluiceBin, append([]string{"--socket", f.sock}, args...)...)
 	c.Dir = "/"
+	// The runner's own CI=true would turn --ask into --ask=never; a test
+	// that wants it passes it explicitly (sluiceEnv).
+	c.Env = environWithout("CI")
 	if uid != 0 {
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
 	}
@@ -405,4 +408,21 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// environWithout is os.Environ without the named variables.
+func environWithout(names ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		keep := true
+		for _, n := range names {
+			if strings.HasPrefix(kv, n+"=") {
+				keep = false
+			}
+		}
+		if keep {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
