@@ -275,8 +275,9 @@ static __always_inline int kdns_is_upstream(const struct kdns_session *ks, const
  * read as one query for a name under an allowed wildcard, cut into
  * segments, carried a whole query for an unlisted name as its second.
  *
- * Such an skb of the path's DNS is never judged: egress drops it quietly,
- * ingress drops it and hands its start to user space. It is not handed to
+ * Such an skb of the path's DNS is never judged: egress drops it and tells
+ * user space (an event without bytes, for the refusal's line), ingress
+ * drops it and hands its start to user space. Its bytes are not handed to
  * user space on egress, which cannot tell where one query ends either
  * (the segment size is not in the event); the client's queries are lost
  * and retried, which costs nothing real: DNS clients do not batch queries
@@ -483,8 +484,12 @@ static __always_inline int kdns_egress_judge(struct __sk_buff *skb, __u64 sessio
 	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &session);
 	if (ks && !kdns_is_upstream(ks, l.dst, l.dport))
 		return KDNS_PASS;
-	if (kdns_segmented(skb))
+	if (kdns_segmented(skb)) {
+		/* Dropped unjudged; user space is only told (no bytes: it
+		 * could not split them either), so the refusal is explained. */
+		kdns_report(&l, session, cookie, KDNS_EV_QUERY, KDNS_WHY_SEGMENTED, s->pkt, 0, 1);
 		return KDNS_DROP_QUIET;
+	}
 	if (l.len > KDNS_QPKT || l.len < 12)
 		return KDNS_DROP_QUIET;
 	__u32 len = l.len;

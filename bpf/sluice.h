@@ -266,7 +266,7 @@ enum kdns_why {
 	KDNS_WHY_CAP = 8,
 	KDNS_WHY_MAP_FULL = 9,
 	KDNS_WHY_TOO_BIG = 10,
-	KDNS_WHY_SEGMENTED = 11, /* a GRO answer: several datagrams in one skb */
+	KDNS_WHY_SEGMENTED = 11, /* a GRO answer or GSO query: several datagrams in one skb */
 };
 
 struct kdns_event {

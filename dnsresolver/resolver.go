@@ -86,6 +86,11 @@ const (
 // does not allow (its other refusals: invalid names, other classes, PTR).
 const ReasonNotAllowed = "not in the allowlist"
 
+// ReasonSegmented is the Reason of an EventRefused without a name: the
+// kernel DNS path dropped a send that carried several datagrams at once
+// (UDP GSO), whose queries no judge can tell apart as the upstream would.
+const ReasonSegmented = "several datagrams in one send (UDP GSO) cannot be judged one by one: dropped"
+
 // Event is something the user should hear about.
 type Event struct {
 	Kind   EventKind
@@ -105,6 +110,9 @@ func (e Event) String() string {
 	}
 	switch e.Kind {
 	case EventRefused:
+		if e.Name == "" {
+			return fmt.Sprintf("%s DNS send to the upstream: %s", prefix, e.Reason)
+		}
 		return fmt.Sprintf("%s DNS query for %s (%s): %s", prefix, e.Name, e.QType, e.Reason)
 	case EventRebinding:
 		if e.Audit {
@@ -332,6 +340,10 @@ func (r *Resolver) GC() (int, error) {
 	r.cache.sweep(now)
 	return r.learned.gc(r.cfg.Learner, now)
 }
+
+// Report passes an event of the session's DNS that the resolver did not
+// raise itself (the kernel DNS path's drops) to the same sink as its own.
+func (r *Resolver) Report(e Event) { r.event(e) }
 
 func (r *Resolver) event(e Event) {
 	if r.cfg.OnEvent != nil {

@@ -256,6 +256,10 @@ func (k *kdnsServer) serve(r *ringbuf.Reader) {
 // resolver path) and injects the reply as if the upstream sent it.
 func (k *kdnsServer) answer(s *Session, ev loader.KDNSEvent) {
 	var req *dns.Msg
+	if ev.Kind == loader.KDNSQuery && ev.Why == loader.KDNSWhySegmented {
+		s.resolver.Report(dnsresolver.Event{Kind: dnsresolver.EventRefused, Client: ev.Client, Reason: dnsresolver.ReasonSegmented})
+		return
+	}
 	switch ev.Kind {
 	case loader.KDNSQuery:
 		req = new(dns.Msg)

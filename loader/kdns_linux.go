@@ -546,6 +546,11 @@ const (
 	KDNSAnswer KDNSEventKind = 2
 )
 
+// KDNSWhySegmented is the Why of a KDNSQuery event without bytes: a send
+// that carried several datagrams at once (UDP GSO) to the upstream, which
+// the kernel dropped unjudged; there is nothing to answer, only to report.
+const KDNSWhySegmented uint8 = 11
+
 // KDNSEvent is a datagram the kernel DNS path hands to user space.
 type KDNSEvent struct {
 	Session  uint64

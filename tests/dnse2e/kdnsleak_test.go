@@ -138,7 +138,7 @@ func TestKDNSGSOLeak(t *testing.T) {
 		script = append(script, probe+" "+strings.Join(args(a, label), " "))
 	}
 	script = append(script, fmt.Sprintf("%s dns %s 53 A.Wild.Test A udp", probe, authV4))
-	out, _, _ := f.run(t, append([]string{"--allow", "*.wild.test"}, leakPathFlags()...), "sh", "-c", strings.Join(script, "; "))
+	out, stderr, _ := f.run(t, append([]string{"--allow", "*.wild.test"}, leakPathFlags()...), "sh", "-c", strings.Join(script, "; "))
 	rs := results(t, out)
 	if len(rs) != len(script) {
 		t.Fatalf("want %d results, got %d:\n%s", len(script), len(rs), out)
@@ -151,6 +151,10 @@ func TestKDNSGSOLeak(t *testing.T) {
 		if f.auth.Saw(labels[i]) {
 			t.Errorf("%s via %s confined: the world's server logged %s: an unlisted name left the machine", a.layout, a.how, labels[i])
 		}
+	}
+	// The kernel path's drop is explained, naming the process.
+	if leakPathFlags()[1] == "kernel" && !strings.Contains(stderr, "refused DNS send to the upstream: several datagrams in one send (UDP GSO)") {
+		t.Errorf("the kernel path dropped GSO sends without a line saying so:\n%s", stderr)
 	}
 	// Positive control: an allowed query in the same session still
 	// reaches the upstream and is answered.
