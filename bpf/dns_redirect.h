@@ -13,13 +13,16 @@
 
 /* resolver_alive reports whether the session's resolver holds the UDP
  * socket that redirect_dns would send this socket to (127.0.0.1 or ::1,
- * in the socket's network namespace). The kernel closes a process's
- * sockets as it dies, so the lookup sees a kill -9 at once and a
- * restarted resolver as soon as it binds, with no expiry to wait out and
- * nothing user space must keep refreshing. It costs one socket hash
+ * in the socket's network namespace), and still answers. The kernel
+ * closes a process's sockets as it dies, so the lookup sees a kill -9 at
+ * once and a restarted resolver as soon as it binds, with no expiry to
+ * wait out. A resolver that holds its socket but has stopped answering
+ * (SIGSTOP, a stuck loop) is seen by its beat: user space probes its own
+ * resolver twice a second and moves the deadline in resolver_beats; past
+ * it, the session fails over. It costs one socket hash lookup and one map
  * lookup per DNS connect/sendmsg of a failover session, never on other
  * connects. */
-static __always_inline int resolver_alive(struct bpf_sock_addr *ctx, struct session *s, int v6, int mapped)
+static __always_inline int resolver_alive(struct bpf_sock_addr *ctx, struct session *s, __u64 cg, int v6, int mapped)
 {
 	struct bpf_sock_tuple t = {};
 	struct bpf_sock *sk;
@@ -38,6 +41,9 @@ static __always_inline int resolver_alive(struct bpf_sock_addr *ctx, struct sess
 	if (!sk)
 		return 0;
 	bpf_sk_release(sk);
+	__u64 *until = bpf_map_lookup_elem(&resolver_beats, &cg);
+	if (until && bpf_ktime_get_ns() > *until)
+		return 0;
 	return 1;
 }
 
@@ -51,7 +57,7 @@ static __always_inline int kdns_redirect(struct bpf_sock_addr *ctx, struct sessi
 
 	if (!ks || !(ks->flags & KDNS_ON))
 		return 0;
-	if ((ks->flags & KDNS_FAILOVER) && resolver_alive(ctx, s, v6, mapped))
+	if ((ks->flags & KDNS_FAILOVER) && resolver_alive(ctx, s, cg, v6, mapped))
 		return 0;
 	if (!v6) {
 		if (!ks->up4)

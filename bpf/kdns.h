@@ -92,6 +92,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kdns_sessions SEC(".maps");
 
+/* resolver_beats: per failover session, until when (bpf_ktime_get_ns)
+ * its resolver was last seen answering. A resolver whose socket is bound
+ * but that no longer answers (its process stopped, its loop stuck) stops
+ * refreshing it, and the session's DNS fails over as if it were dead. No
+ * entry: judged by the socket alone (before the first beat). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KDNS_MAX_SESSIONS);
+	__type(key, __u64);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} resolver_beats SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KDNS_MAX_NAMES);

@@ -262,6 +262,11 @@ func (r *Resolver) listenPair(ip string, prefer uint16) (uint16, error) {
 		uc := pc.(*net.UDPConn)
 		growReadBuffer(uc)
 		ul := &udpListener{r: r, conn: uc, batch: newBatchConn(uc), generalSlots: make(chan struct{}, maxGeneral)}
+		if err := ul.openProbe(); err != nil {
+			pc.Close()
+			l.Close()
+			return 0, err
+		}
 		r.mu.Lock()
 		r.udp = append(r.udp, ul)
 		r.mu.Unlock()
@@ -306,6 +311,9 @@ func (r *Resolver) Close() {
 	}
 	for _, l := range udp {
 		l.conn.Close()
+		if l.probe != nil {
+			l.probe.Close()
+		}
 	}
 	if stop != nil {
 		close(stop)

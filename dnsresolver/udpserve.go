@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -71,7 +72,9 @@ type udpListener struct {
 	r            *Resolver
 	conn         *net.UDPConn
 	batch        batchConn
-	generalSlots chan struct{} // maxGeneral
+	generalSlots chan struct{}  // maxGeneral
+	probe        *net.UDPConn   // the liveness probe's socket (liveness.go); set before serving
+	probeFrom    netip.AddrPort // its address
 }
 
 // pendingQuery is a query of the fast path waiting for an upstream.
@@ -158,6 +161,14 @@ func (l *udpListener) serveUDP() {
 				continue
 			}
 			b := m.Buffers[0][:m.N]
+			if l.isProbe(client) {
+				if len(b) >= 12 {
+					out := append(replies.buf(), b[:12]...)
+					out[2] |= 0x80
+					replies.push(out, client)
+				}
+				continue
+			}
 			q, ok := parseQuery(b)
 			if !ok || m.N >= maxUDPQuery {
 				l.general(b, client)

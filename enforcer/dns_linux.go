@@ -105,6 +105,10 @@ func (s *Session) startResolver(opts Options) error {
 		} else {
 			s.kdnsStop = make(chan struct{})
 			go s.sweepKernelLearned(s.kdnsStop)
+			if s.DNSFailover() {
+				s.beatDone = make(chan struct{})
+				go s.beat(s.kdnsStop, s.beatDone)
+			}
 		}
 	} else {
 		// An adopted session may have been on the kernel path.

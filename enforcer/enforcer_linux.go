@@ -159,6 +159,7 @@ type Session struct {
 	kdnsEvents *ringbuf.Reader
 	kdnsErr    error
 	kdnsStop   chan struct{}
+	beatDone   chan struct{} // closed when the failover's beat has stopped (nil: none)
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -552,6 +553,9 @@ func (s *Session) Close() error {
 	}
 	if s.kdnsStop != nil {
 		close(s.kdnsStop)
+	}
+	if s.beatDone != nil {
+		<-s.beatDone // within one probe: no beat lands after the entry is removed
 	}
 	if s.kdnsEvents != nil {
 		s.kdnsEvents.Close()

@@ -160,6 +160,38 @@ func (s *Session) startKDNS(opts Options, ups []string) error {
 	return nil
 }
 
+// The failover's beat (see bpf/dns_redirect.h): every beatEvery the
+// session's resolver is probed through its own serving loops; an echo
+// within beatProbe keeps its DNS on the resolver until beatValid after
+// the probe was sent. A resolver that stops answering (its process
+// stopped, a loop stuck) loses its session's DNS to the kernel path within
+// beatValid, and gets it back at its first echo.
+const (
+	beatEvery = 500 * time.Millisecond
+	beatProbe = time.Second
+	beatValid = 2 * time.Second
+)
+
+// beat probes the session's resolver until stop is closed, then closes
+// done.
+func (s *Session) beat(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(beatEvery)
+	defer t.Stop()
+	id := s.cg.ID()
+	for {
+		sent := loader.MonotonicNow()
+		if s.resolver.Probe(beatProbe) == nil && !closed(stop) {
+			_ = s.e.dp.SetResolverBeat(id, sent, beatValid)
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // KernelDNS reports whether the session's UDP DNS takes the kernel path,
 // always or (DNSFailover) while its resolver is down.
 func (s *Session) KernelDNS() bool { return s.kdnsCfg != nil }
@@ -475,4 +507,14 @@ func ipChecksum(h []byte) uint16 {
 		sum = sum>>16 + sum&0xffff
 	}
 	return ^uint16(sum)
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

@@ -477,10 +477,35 @@ func (d *Datapath) KDNSEnabled(cgid uint64) bool {
 	return d.objs.KdnsSessions.Lookup(cgid, &v) == nil && v.Flags&1 != 0
 }
 
+// SetResolverBeat says the session's resolver answered a probe sent at
+// monotonic time sent (CLOCK_MONOTONIC, as bpf_ktime_get_ns reads it):
+// until sent+valid its DNS goes to the resolver while the resolver's socket
+// is bound; after it, a failover session takes the kernel path even though
+// the socket is still bound (a stopped or stuck resolver).
+func (d *Datapath) SetResolverBeat(cgid uint64, sent, valid time.Duration) error {
+	until := uint64(sent + valid)
+	if err := d.objs.ResolverBeats.Update(cgid, until, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("resolver beat of session %d: %w", cgid, err)
+	}
+	return nil
+}
+
+// MonotonicNow is CLOCK_MONOTONIC, the clock of SetResolverBeat.
+func MonotonicNow() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
 // ClearKDNS takes the session off the kernel DNS path: its UDP DNS goes to
 // its resolver again (sockets already redirected keep their upstream).
 func (d *Datapath) ClearKDNS(cgid uint64) error {
 	var errs []error
+	if err := d.objs.ResolverBeats.Delete(cgid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		errs = append(errs, fmt.Errorf("resolver beat of session %d: %w", cgid, err))
+	}
 	err := d.objs.KdnsSessions.Delete(cgid)
 	// The links go after the session entry: sockets are no longer pointed
 	// at the upstream before the programs that judge them leave.

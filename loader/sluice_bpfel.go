@@ -298,6 +298,7 @@ const (
 	sluiceMapListeners           = "listeners"
 	sluiceMapLoopbackPorts       = "loopback_ports"
 	sluiceMapLoopbackStrict      = "loopback_strict"
+	sluiceMapResolverBeats       = "resolver_beats"
 	sluiceMapSessionCounters     = "session_counters"
 	sluiceMapSessionEvents       = "session_events"
 	sluiceMapSessions            = "sessions"
@@ -419,6 +420,7 @@ type sluiceMapSpecs struct {
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
+	ResolverBeats     *ebpf.MapSpec `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
@@ -484,6 +486,7 @@ type sluiceMaps struct {
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
+	ResolverBeats     *ebpf.Map `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
@@ -510,6 +513,7 @@ func (m *sluiceMaps) Close() error {
 		m.Listeners,
 		m.LoopbackPorts,
 		m.LoopbackStrict,
+		m.ResolverBeats,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,

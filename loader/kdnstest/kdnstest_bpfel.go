@@ -184,6 +184,7 @@ const (
 	kdnstestMapListeners           = "listeners"
 	kdnstestMapLoopbackPorts       = "loopback_ports"
 	kdnstestMapLoopbackStrict      = "loopback_strict"
+	kdnstestMapResolverBeats       = "resolver_beats"
 	kdnstestMapSessionCounters     = "session_counters"
 	kdnstestMapSessionEvents       = "session_events"
 	kdnstestMapSessions            = "sessions"
@@ -309,6 +310,7 @@ type kdnstestMapSpecs struct {
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
+	ResolverBeats     *ebpf.MapSpec `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
@@ -374,6 +376,7 @@ type kdnstestMaps struct {
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
+	ResolverBeats     *ebpf.Map `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
@@ -400,6 +403,7 @@ func (m *kdnstestMaps) Close() error {
 		m.Listeners,
 		m.LoopbackPorts,
 		m.LoopbackStrict,
+		m.ResolverBeats,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,
