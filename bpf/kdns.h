@@ -477,6 +477,10 @@ static __always_inline void kdns_report(struct kdns_l4 *l, __u64 session, __u64 
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* KDNS_INJECT_MARK is the skb mark of the answers user space injects
+ * (loader.KDNSInjectMark). */
+#define KDNS_INJECT_MARK 0x51ce0053
+
 /* Return values of cgroup_skb/egress: 1 pass, 2 drop quietly (see above). */
 #define KDNS_PASS 1
 #define KDNS_DROP_QUIET 2
@@ -937,7 +941,14 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 		goto punt_start;
 	}
 	if (q->state != KDNS_Q_KERNEL) {
-		/* Injected by user space, which judged and learned it. */
+		/* User space answers this query: only its injected answer,
+		 * which it judged and learned from, passes. Its raw socket
+		 * marks it (SO_MARK needs CAP_NET_ADMIN, which no session
+		 * process has, and no mark crosses the wire); anything else
+		 * from the upstream's address with this ID (a late duplicate,
+		 * a forgery) would reach the client unjudged. */
+		if (skb->mark != KDNS_INJECT_MARK)
+			return 0;
 		bpf_map_delete_elem(&kdns_queries, &k);
 		return 1;
 	}

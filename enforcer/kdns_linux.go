@@ -382,7 +382,17 @@ func (in *injectors) socket(k injKey, nsPath string) (int, error) {
 		fam = unix.AF_INET6
 	}
 	open := func() (int, error) {
-		return unix.Socket(fam, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		fd, err := unix.Socket(fam, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		if err != nil {
+			return -1, err
+		}
+		// The mark is how the ingress program tells this socket's
+		// answers from anything else with the upstream's address.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, loader.KDNSInjectMark); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("mark the raw socket: %w", err)
+		}
+		return fd, nil
 	}
 	var fd int
 	var err error

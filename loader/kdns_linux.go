@@ -571,6 +571,12 @@ const (
 	KDNSAnswer KDNSEventKind = 2
 )
 
+// KDNSInjectMark is the SO_MARK of the raw socket that injects user
+// space's answers to queries the kernel DNS path handed over: while user
+// space answers a query, the ingress program passes only datagrams with
+// this mark (bpf/kdns.h).
+const KDNSInjectMark = 0x51ce0053
+
 // KDNSWhySegmented is the Why of a KDNSQuery event without bytes: a send
 // that carried several datagrams at once (UDP GSO) to the upstream, which
 // the kernel dropped unjudged; there is nothing to answer, only to report.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,7 +74,7 @@ func TestFailoverStoppedResolver(t *testing.T) {
 		}
 		script := fmt.Sprintf("echo 1 > %[1]s/started-%[2]s; while [ ! -e %[1]s/go ]; do sleep 0.05; done; %[3]s; echo 1 > %[1]s/done-%[2]s",
 			dir, a.path, strings.Join(lookups, "; "))
-		a.cmd = startSluice(t, f, []string{"--dns-path", a.path, "--allow", "*.wild.test"}, "sh", "-c", script)
+		a.cmd = startSluice(t, f, authV4, []string{"--dns-path", a.path, "--allow", "*.wild.test"}, "sh", "-c", script)
 	}
 	for _, a := range arms {
 		waitPath(t, filepath.Join(dir, "started-"+a.path), 20*time.Second)
@@ -128,12 +129,12 @@ type syscallCmd struct {
 	cancel context.CancelFunc
 }
 
-// startSluice starts `sluice run` with flags and command, as run does,
-// without waiting for it.
-func startSluice(t *testing.T, f *fixture, flags []string, command ...string) *syscallCmd {
+// startSluice starts `sluice run` with flags and command, as run does
+// but with the upstream given, without waiting for it.
+func startSluice(t *testing.T, f *fixture, upstream netip.Addr, flags []string, command ...string) *syscallCmd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	args := append([]string{"run", "--user", "65534:65534", "--dns-upstream", authV4.String()}, flags...)
+	args := append([]string{"run", "--user", "65534:65534", "--dns-upstream", upstream.String()}, flags...)
 	args = append(args, "--")
 	args = append(args, command...)
 	c := f.w.ClientCmd(ctx, sluiceBin, args...)
