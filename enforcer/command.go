@@ -67,6 +67,9 @@ type SandboxSpec struct {
 	ReadOnly sandbox.ReadOnly
 	// OnHidden, if set, is told each path the session hides.
 	OnHidden func(path string)
+	// OnNote, if set, is told what the user should know about the
+	// sandbox as built (sandbox.Spec.OnNote).
+	OnNote func(note string)
 	// OnSocketDropped, if set, is told each built-in unix socket name
 	// the session does not get, and why (sandbox.Spec.Sockets).
 	OnSocketDropped func(name, why string)

@@ -30,7 +30,7 @@ func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string,
 		hidden = *sb.Hidden
 	}
 	spec := sandbox.Spec{Processes: !sb.ShareProcesses, Hidden: hidden, Home: sb.Home, UID: c.User.UID,
-		Sockets: sockets, OnSocket: onSocket, OwnDir: own, GID: c.User.GID, ReadOnly: sb.ReadOnly}
+		Sockets: sockets, OnSocket: onSocket, OwnDir: own, GID: c.User.GID, ReadOnly: sb.ReadOnly, OnNote: sb.OnNote}
 	from, onHidden := sb.MountNamespaceOf, sb.OnHidden
 	join := sb.NamespacesOf
 	return func() error {

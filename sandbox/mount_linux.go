@@ -66,7 +66,7 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 	}
 	globs, shown := spec.Hidden.Expand(home)
 	if len(globs) > 0 {
-		if err := hide(globs, shown, hid); err != nil {
+		if err := hide(globs, shown, hid, spec.OnNote); err != nil {
 			return err
 		}
 	}
@@ -249,12 +249,25 @@ type target struct {
 // hide covers every existing path the globs match. All targets are opened
 // first, then the staging tmpfs is mounted, cloned over each, and
 // detached again.
-func hide(globs []Glob, shown []string, hid func(string)) error {
+func hide(globs []Glob, shown []string, hid, note func(string)) error {
 	targets, err := openTargets(globs, shown)
-	if err == nil {
-		var more []target
-		more, err = openAliases(targets)
-		targets = append(targets, more...)
+	var mounts []mount
+	if err == nil && len(targets) > 0 {
+		mounts, err = threadMounts()
+	}
+	if err == nil && len(targets) > 0 {
+		seen := map[string]bool{}
+		for _, t := range targets {
+			seen[t.path] = true
+		}
+		links, notes := findLinks(targets, mounts, seen, newLinkBudget())
+		targets = append(targets, links...)
+		for _, n := range notes {
+			if note != nil {
+				note(n)
+			}
+		}
+		targets = append(targets, openAliases(targets, mounts)...)
 	}
 	defer func() {
 		for _, t := range targets {
@@ -316,21 +329,9 @@ func openTargets(globs []Glob, shown []string) ([]target, error) {
 // this thread's mount namespace: the thread has one of its own, so its
 // table is /proc/thread-self's, not /proc/self's. Only a path that is the
 // same file (device and inode) is kept; the names are the aliases', so
-// the session's notice says where the file was hidden. Hard links are
-// not found: only a scan of the whole file system could.
-func openAliases(targets []target) ([]target, error) {
-	if len(targets) == 0 {
-		return nil, nil
-	}
-	f, err := os.Open("/proc/thread-self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: hidden paths: %w", err)
-	}
-	mounts, err := parseMounts(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: hidden paths: %w", err)
-	}
+// the session's notice says where the file was hidden. Hard links, other
+// names of the file, are found by findLinks (links_linux.go).
+func openAliases(targets []target, mounts []mount) []target {
 	var out []target
 	seen := map[string]bool{}
 	for _, t := range targets {
@@ -363,7 +364,23 @@ func openAliases(targets []target) ([]target, error) {
 			out = append(out, target{path: alias, fd: fd, dir: t.dir})
 		}
 	}
-	return out, nil
+	return out
+}
+
+// threadMounts reads this thread's mount table: the thread has a mount
+// namespace of its own, so its table is /proc/thread-self's, not
+// /proc/self's.
+func threadMounts() ([]mount, error) {
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: hidden paths: %w", err)
+	}
+	defer f.Close()
+	mounts, err := parseMounts(f)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: hidden paths: %w", err)
+	}
+	return mounts, nil
 }
 
 // cover lays a read-only clone of the staging file or directory over each

@@ -34,6 +34,10 @@ type Spec struct {
 	// socket, it is a symlink the user could replace).
 	Sockets  []string
 	OnSocket func(name string, held bool, why string)
+	// OnNote, if set, is told what the user should know about the
+	// sandbox as built (a hidden file whose other names were not all
+	// found); it is called on the spawning thread, before the command.
+	OnNote func(note string)
 	// OwnDir, when set, is the session's own socket and temporary
 	// directory: an absolute path below a directory only root can write
 	// (OwnDirRoot), where Enter mounts a fresh tmpfs that exists only in

@@ -156,6 +156,7 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	var hid []string // filled on the spawning thread, before Start returns
 	spec.Sandbox.OnHidden = func(path string) { hid = append(hid, path) }
 	stderr := files[2]
+	spec.Sandbox.OnNote = func(note string) { fmt.Fprintf(stderr, "sluice: note: %s\n", note) }
 	spec.Sandbox.OnSocketDropped = func(name, why string) {
 		fmt.Fprintf(stderr, "sluice: note: the unix socket %s is not reachable in this session: %s\n", name, why)
 	}

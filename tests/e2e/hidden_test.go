@@ -304,3 +304,44 @@ func TestCheckReportsSandboxLayers(t *testing.T) {
 		t.Errorf("path hiding should be available to root on this kernel:\n%s", run.Stdout)
 	}
 }
+
+// TestHiddenFileHardLinks: a hidden file is the same file under its other
+// names (hard links: a backup made with ln, a copy in another project),
+// which covering its path alone leaves readable. Without sluice both
+// names read as the secret; in a session neither does, and the notice
+// names the links it hid.
+func TestHiddenFileHardLinks(t *testing.T) {
+	requireSluice(t)
+	dir := sharedDir(t)
+	token := plant(t, dir, "home/app/token")
+	near := filepath.Join(dir, "home/app/backup/token.bak")
+	far := filepath.Join(dir, "projects/x/deep/copy")
+	for _, l := range []string{near, far} {
+		if err := os.MkdirAll(filepath.Dir(l), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(token, l); err != nil {
+			t.Fatal(err)
+		}
+		for d := filepath.Dir(l); d != dir; d = filepath.Dir(d) {
+			_ = os.Chmod(d, 0o755)
+		}
+	}
+	al := filepath.Join(dir, "al.json")
+	if err := os.WriteFile(al, fmt.Appendf(nil, `{"hidden_paths": [%q]}`, token), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("cat %s %s %s 2>&1; true", shq(token), shq(near), shq(far))
+	twin := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script)
+	if out, err := twin.CombinedOutput(); strings.Count(string(out), secretMarker) != 3 {
+		t.Fatalf("without sluice the secret is not readable under its three names (%v): %s", err, out)
+	}
+	run := runSluice(t, nil, runArgs(nil, []string{"--allowlist", al}, "sh", "-c", script)...)
+	out := run.Stdout + run.Stderr
+	if strings.Contains(out, secretMarker) {
+		t.Errorf("a hidden file was read under another name: %s", out)
+	}
+	if !strings.Contains(out, "backup/token.bak") || !strings.Contains(out, "deep/copy") {
+		t.Errorf("the session's notice does not name the links it hid: %s", out)
+	}
+}
