@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,6 +195,9 @@ func New(cfg Config) (*Server, error) {
 	if s.e, err = enforcer.Open(ecfg); err != nil {
 		s.audit.Close()
 		return nil, err
+	}
+	if r := s.e.Datapath().Replaced(); len(r) > 0 {
+		s.logf("datapath: replaced the pinned maps %s, left with another layout by an older sluice; sessions re-adopted now learn their addresses again at their next lookups", strings.Join(r, ", "))
 	}
 	s.metrics = newMetrics(s)
 	s.prompts = prompts.New(prompts.Config{Timeout: cfg.AskTimeout, MaxPerSession: cfg.AskMaxPending})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -70,6 +71,50 @@ type Datapath struct {
 	// kdnsProgs are the kernel DNS path's programs (egress, ingress), which
 	// AttachKDNS attaches to the cgroups of kernel-path sessions only.
 	kdnsProgs []*ebpf.Program
+	// replaced are the pinned maps this Open found with another layout
+	// and replaced (Replaced).
+	replaced []string
+}
+
+// Replaced names the pinned maps Open found with another layout (left by
+// an older sluice) and replaced with empty ones of this binary's layout.
+func (d *Datapath) Replaced() []string { return d.replaced }
+
+// replaceIncompatiblePins unpins every pinned map under pinDir whose
+// layout is not the one spec declares, so that the next load creates it
+// afresh, and names them. An upgrade that changes a map's key, value or
+// size must not need a `sluice cleanup` (which unconfines every session):
+// the old programs keep their references to the old maps and go on
+// judging with them until the pinned links are updated to the new
+// programs, a moment later in the same Open. What the replaced maps held
+// is lost, and is rebuilt by its owners: the daemon re-adopts its sessions
+// from its records (their policies and ports are written again, their
+// addresses learned again at their next lookups); a session whose owner
+// still runs the old binary loses its entries and fails closed. Maps that
+// kept their layout keep their contents.
+func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) ([]string, error) {
+	var replaced []string
+	for name, ms := range spec.Maps {
+		if ms.Pinning != ebpf.PinByName {
+			continue
+		}
+		path := filepath.Join(pinDir, name)
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if err != nil {
+			continue // not pinned (created by the load), or unreadable (the load says why)
+		}
+		cerr := ms.Compatible(m)
+		m.Close()
+		if cerr == nil {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			return replaced, fmt.Errorf("load datapath: replace the pinned map %s of another layout: %w", name, err)
+		}
+		replaced = append(replaced, name)
+	}
+	sort.Strings(replaced)
+	return replaced, nil
 }
 
 // skip reports an optional attachment this datapath does without.
@@ -114,6 +159,18 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		return d, nil
 	}
 	err = spec.LoadAndAssign(&d.objs, opts)
+	if errors.Is(err, ebpf.ErrMapIncompatible) {
+		// An upgrade changed a pinned map's layout: replace those maps
+		// and load again (see replaceIncompatiblePins).
+		replaced, rerr := replaceIncompatiblePins(spec, pinDir)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if len(replaced) > 0 {
+			d.replaced = replaced
+			err = spec.LoadAndAssign(&d.objs, opts)
+		}
+	}
 	if err != nil && d.kdnsErr == nil && kdnsLoadFailed(err) {
 		// The kernel DNS path is optional: the datapath works without it
 		// and sessions keep the resolver path.

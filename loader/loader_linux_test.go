@@ -552,3 +552,52 @@ func TestKDNSPerSession(t *testing.T) {
 		t.Fatalf("after ClearKDNS: %v", err)
 	}
 }
+
+// TestUpgradeReplacesIncompatiblePins: a datapath pinned by an older
+// sluice whose map has another layout (here cidrs with another value
+// size) is opened without `sluice cleanup`: that map is replaced, the
+// others keep their contents (the session is still judged as before,
+// without being added again).
+func TestUpgradeReplacesIncompatiblePins(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.dp.AddSession(f.cgid, SessionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	f.dp.Close()
+	pin := filepath.Join("/sys/fs/bpf", filepath.Base(f.root))
+	// Another version: another object hash, and an old cidrs layout.
+	if err := os.Remove(filepath.Join(pin, metaPin)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(pin, "cidrs")); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Name: "cidrs", Type: ebpf.LPMTrie, KeySize: 4 + 8 + 16, ValueSize: 8,
+		MaxEntries: 16, Flags: unix.BPF_F_NO_PREALLOC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Pin(filepath.Join(pin, "cidrs")); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	dp, err := Open(pin, f.root)
+	if err != nil {
+		t.Fatalf("open over an older layout: %v", err)
+	}
+	defer dp.Close()
+	if got := dp.Replaced(); len(got) != 1 || got[0] != "cidrs" {
+		t.Fatalf("replaced %v, want [cidrs]", got)
+	}
+	info, err := dp.objs.Cidrs.Info()
+	if err != nil || info.ValueSize == 8 {
+		t.Fatalf("cidrs after the upgrade: %+v %v: still the old layout", info, err)
+	}
+	if err := dp.Verify(f.session); err != nil {
+		t.Fatal(err)
+	}
+	// The session entry survived in its unchanged map: still judged.
+	if out := f.inSession(t, `exec 3<>/dev/tcp/203.0.113.7/80`); !strings.Contains(out, "Operation not permitted") {
+		t.Fatalf("after the upgrade: want EPERM, got %q", out)
+	}
+}

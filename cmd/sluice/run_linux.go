@@ -87,6 +87,9 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 		return fail(err)
 	}
 	defer e.Close()
+	if r := e.Datapath().Replaced(); len(r) > 0 {
+		fmt.Fprintf(stderr, "sluice: note: replaced the pinned maps %s, left with another layout by an older sluice (sessions it still runs fail closed)\n", strings.Join(r, ", "))
+	}
 	fmt.Fprintln(stderr, "sluice: mode bpf: the kernel enforces the allowlist for the command and all it starts")
 	svc := sessions.NewService(e, sessions.Config{
 		DNS: enforcer.DNSOptions{Path: dnsPath, Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax,
