@@ -149,6 +149,19 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 			}
 		}
 	}
+	// An upgrade replaced pinned maps that held this session's entries
+	// (loader.Datapath.Replaced): write its policy's again. The session
+	// entry and its listeners are written below in any case.
+	if len(e.dp.Replaced()) > 0 && opts.Policy != nil {
+		if err := e.dp.AddCIDRs(cg.ID(), opts.Policy.Prefixes()); err != nil {
+			s.lock.Close()
+			return nil, err
+		}
+		if err := s.applyLocal(opts.Policy.Local()); err != nil {
+			s.lock.Close()
+			return nil, err
+		}
+	}
 	if opts.DNS != nil {
 		opts.DNS.preferPort4, opts.DNS.preferPort6 = dnsPort4, dnsPort6
 		if err := s.startResolver(opts); err != nil {
