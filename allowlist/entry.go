@@ -56,6 +56,9 @@ type Entry struct {
 	// entry matches. Only name entries may set it. In an entry returned by a
 	// Policy it is true if any owner of the entry asked for it.
 	AllowPrivate bool
+	// Ports is the entry's port rule ("ports"); nil allows every port. In
+	// an entry returned by a Policy it is the union of its owners' ports.
+	Ports *Ports
 	// Owners lists who asked for the entry, first come first. Nil means the
 	// entry was written without an owner (a plain string or an --allow flag).
 	// The empty string inside a longer list stands for that unowned request
