@@ -312,7 +312,32 @@ type PortRule struct {
 	Ports *Ports
 	// Rule describes the entries, as a refusal names them: `the rule
 	// "203.0.113.0/24" ports 22/tcp,8000-8100`.
-	Rule string
+	Rule  string
+	parts []string // the entries of Rule, each `"name" ports list`
+}
+
+// UnionRules is the rule of an address that two rules allow (one learned
+// for two names): the union of the ports, naming both rules' entries. The
+// zero PortRule (every port) absorbs the other.
+func UnionRules(a, b PortRule) PortRule {
+	u := UnionPorts(a.Ports, b.Ports)
+	if u == nil {
+		return PortRule{}
+	}
+	parts := slices.Clone(a.parts)
+	for _, p := range b.parts {
+		if !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
+	}
+	return PortRule{Ports: u, Rule: ruleText(parts), parts: parts}
+}
+
+func ruleText(parts []string) string {
+	if len(parts) == 1 {
+		return "the rule " + parts[0]
+	}
+	return "the rules " + strings.Join(parts, ", ")
 }
 
 // Explain is the reason of a refusal of port/proto by r: `port 23 is not
@@ -325,7 +350,7 @@ func (r PortRule) Explain(proto uint8, port uint16) string {
 }
 
 // describe names entries with port rules for Explain.
-func describe(ts []target, ps []*Ports) string {
+func describe(ts []target, ps []*Ports) []string {
 	var parts []string
 	for i, t := range ts {
 		if ps[i] == nil {
@@ -333,10 +358,7 @@ func describe(ts []target, ps []*Ports) string {
 		}
 		parts = append(parts, fmt.Sprintf("%q ports %s", t.String(), ps[i]))
 	}
-	if len(parts) == 1 {
-		return "the rule " + parts[0]
-	}
-	return "the rules " + strings.Join(parts, ", ")
+	return parts
 }
 
 // ports of an item: the union of its grants' ports.
@@ -402,7 +424,8 @@ func union(ts []target, ps []*Ports) (PortRule, bool) {
 	if u == nil {
 		return PortRule{}, true
 	}
-	return PortRule{Ports: u, Rule: describe(ts, ps)}, true
+	parts := describe(ts, ps)
+	return PortRule{Ports: u, Rule: ruleText(parts), parts: parts}, true
 }
 
 // AddrPorts is the port rule for a, an address inside the policy's
