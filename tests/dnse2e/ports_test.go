@@ -113,3 +113,44 @@ func TestPortRulesUnconfined(t *testing.T) {
 		t.Fatal("the world recorded no unconfined connection")
 	}
 }
+
+// TestPortRulesUnionOfNames: one address learned for two names with
+// different port rules is open on the union of both, from the moment the
+// second name is learned; a port in neither is refused naming both rules.
+func TestPortRulesUnionOfNames(t *testing.T) {
+	f := newFixture(t)
+	probe := world.BuildProbe(t)
+	a := world.AllowedV4 // allowed.test and a.wild.test both resolve to it
+	p1, p2, p3 := f.w.ListenTCP(t, a), f.w.ListenTCP(t, a), f.w.ListenTCP(t, a)
+	file := filepath.Join(t.TempDir(), "network_allowlist.json")
+	body := fmt.Sprintf(`{"allowed_hosts": [{"host": "allowed.test", "ports": ["%d/tcp"]}, {"host": "a.wild.test", "ports": ["%d/tcp"]}]}`, p1, p2)
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`P=%[1]s; $P resolve-tcp allowed.test %[2]d; $P tcp %[5]s %[3]d; $P resolve-tcp a.wild.test %[3]d; $P tcp %[5]s %[2]d; $P tcp %[5]s %[4]d`,
+		probe, p1, p2, p3, a)
+	start := time.Now()
+	out, stderr, _ := f.run(t, []string{"--allowlist", file}, "sh", "-c", script)
+	rs := results(t, out)
+	if len(rs) != 5 {
+		t.Fatalf("want 5 results, got %v", rs)
+	}
+	for i, ok := range []bool{true, false, true, true, false} {
+		if rs[i].OK != ok || (!ok && rs[i].Errno != "EPERM") {
+			t.Errorf("step %d: %v, want ok=%v (EPERM when refused)", i, rs[i], ok)
+		}
+	}
+	first := fmt.Sprintf(`-> %s/tcp: port %d is not in the rule "allowed.test" ports %d/tcp`, netip.AddrPortFrom(a, p2), p2, p1)
+	both := fmt.Sprintf(`-> %s/tcp: port %d is not in the rules "allowed.test" ports %d/tcp, "a.wild.test" ports %d/tcp`, netip.AddrPortFrom(a, p3), p3, p1, p2)
+	for _, l := range []string{first, both} {
+		if !strings.Contains(stderr, l) {
+			t.Errorf("stderr lacks %q:\n%s", l, stderr)
+		}
+	}
+	// p2 was reached only after a.wild.test was learned (one connection),
+	// p3 never.
+	if got := f.w.Arrivals(world.All(world.Since(start), world.ToPort(a, p2), world.Proto(unix.IPPROTO_TCP))); len(got) == 0 {
+		t.Error("the world recorded nothing on the second name's port")
+	}
+	f.w.AssertNothingArrived(t, world.All(world.Since(start), world.ToPort(a, p3)), 300*time.Millisecond)
+}
