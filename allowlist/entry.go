@@ -56,6 +56,9 @@ type Entry struct {
 	// entry matches. Only name entries may set it. In an entry returned by a
 	// Policy it is true if any owner of the entry asked for it.
 	AllowPrivate bool
+	// Ports is the entry's port rule ("ports"); nil allows every port. In
+	// an entry returned by a Policy it is the union of its owners' ports.
+	Ports *Ports
 	// Owners lists who asked for the entry, first come first. Nil means the
 	// entry was written without an owner (a plain string or an --allow flag).
 	// The empty string inside a longer list stands for that unowned request
@@ -252,12 +255,11 @@ func pathError(host string) error {
 	return errors.New("a '/' is only allowed in a CIDR such as 203.0.113.0/24: give only the host name")
 }
 
-// portError explains that ports are not part of the policy: allowing a host
-// allows all its ports, because the datapath learns addresses from DNS
-// answers, which carry no port.
+// portError explains that a port is not part of the entry's text: ports
+// are the entry object's "ports" (an entry without them allows every port).
 func portError(host string) error {
 	if t, err := parseTarget(host); err == nil {
-		return fmt.Errorf("ports are not supported (allowing a host allows all its ports): give %q", t.String())
+		return fmt.Errorf(`a port is not part of the host: give %q, and for one port only the object {"host": %q, "ports": [PORT]} in network_allowlist.json`, t.String(), t.String())
 	}
-	return errors.New("a ':' is only allowed in an IPv6 address; ports are not supported (allowing a host allows all its ports)")
+	return errors.New(`a ':' is only allowed in an IPv6 address; ports go in the entry object's "ports"`)
 }

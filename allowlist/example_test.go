@@ -45,7 +45,7 @@ func ExampleParse_errors() {
 	// Output:
 	// 2 problems:
 	// 	allowed_hosts[0] (line 2, column 3) "https://api.example.com/v1": give the host name "api.example.com", not a URL: the allowlist works on hosts and addresses, not on URLs
-	// 	allowed_hosts[1] (line 3, column 3) "api.example.com:443": ports are not supported (allowing a host allows all its ports): give "api.example.com"
+	// 	allowed_hosts[1] (line 3, column 3) "api.example.com:443": a port is not part of the host: give "api.example.com", and for one port only the object {"host": "api.example.com", "ports": [PORT]} in network_allowlist.json
 }
 
 func ExamplePolicy_Without() {

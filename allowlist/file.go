@@ -45,7 +45,8 @@ func Load(path string) (*Policy, error) {
 //	  {"host": "api.example.net", "owner": "provider:example", "allow_private": true}]}
 //
 // An element is an entry string or an object with "host" (required),
-// "owner" and "allow_private". Keys are case-sensitive, and unknown or
+// "owner", "allow_private" and "ports" (ParsePorts; without it, every
+// port). Keys are case-sensitive, and unknown or
 // repeated keys are errors so that typos do not pass silently. A missing or
 // null "allowed_hosts" and an empty list give an empty policy. A leading
 // UTF-8 byte order mark is ignored.
@@ -259,7 +260,7 @@ func (fp *fileParser) element(i, at int, el json.RawMessage) {
 	case '{':
 		var o object
 		o, err = parseObject(el)
-		text, g = o.host, grant{owner: o.owner, private: o.private}
+		text, g = o.host, grant{owner: o.owner, private: o.private, ports: o.ports}
 		if !o.hasHost {
 			text = truncate(string(el), 60)
 		}
@@ -288,6 +289,7 @@ type object struct {
 	hasHost bool
 	owner   string
 	private bool
+	ports   *Ports
 }
 
 // parseObject reads {"host": ..., "owner": ..., "allow_private": ...}. It
@@ -344,8 +346,15 @@ func parseObject(el json.RawMessage) (object, error) {
 			if err := json.Unmarshal(v, &o.private); err != nil || v[0] == 'n' {
 				fail(fmt.Errorf(`"allow_private" must be true or false, not %s`, jsonKind(v)))
 			}
+		case "ports":
+			p, err := ParsePorts(v)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			o.ports = p
 		default:
-			fail(fmt.Errorf(`unknown key %q: an entry object has "host", "owner" and "allow_private"`, key))
+			fail(fmt.Errorf(`unknown key %q: an entry object has "host", "owner", "allow_private" and "ports"`, key))
 		}
 	}
 	if firstErr == nil && !o.hasHost {

@@ -79,7 +79,7 @@ func TestParseBadEntries(t *testing.T) {
 		entry, msg       string
 	}{
 		{1, 4, 5, "https://api.example.com/v1", `give the host name "api.example.com", not a URL`},
-		{2, 5, 5, "api.example.com:443", `ports are not supported (allowing a host allows all its ports): give "api.example.com"`},
+		{2, 5, 5, "api.example.com:443", `a port is not part of the host: give "api.example.com"`},
 		{3, 6, 5, "*", `lone "*"`},
 		{4, 7, 7, "*.com", "too broad"},
 		{5, 8, 5, "a.*.example.com", "whole leftmost label"},

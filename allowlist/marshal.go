@@ -5,6 +5,7 @@ package allowlist
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 )
 
 // MarshalJSON writes the policy in the file format that Parse reads, compact.
@@ -72,7 +73,7 @@ func (p *Policy) itemsOrNil() []item {
 
 // encodeGrant writes one element; comma and colon carry the spacing.
 func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
-	if g.owner == "" && !g.private {
+	if g.owner == "" && !g.private && g.ports == nil {
 		writeString(b, t.String())
 		return
 	}
@@ -84,6 +85,20 @@ func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
 	}
 	if g.private {
 		b.WriteString(comma + `"allow_private"` + colon + "true")
+	}
+	if g.ports != nil {
+		b.WriteString(comma + `"ports"` + colon + "[")
+		for i, el := range g.ports.Elements() {
+			if i > 0 {
+				b.WriteString(comma)
+			}
+			if n, err := strconv.Atoi(el); err == nil {
+				b.WriteString(strconv.Itoa(n))
+			} else {
+				writeString(b, el)
+			}
+		}
+		b.WriteString("]")
 	}
 	b.WriteString("}")
 }

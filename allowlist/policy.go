@@ -31,6 +31,7 @@ type Policy struct {
 type grant struct {
 	owner   string
 	private bool
+	ports   *Ports // nil: every port
 }
 
 type item struct {
@@ -50,7 +51,7 @@ func (it item) allowPrivate() bool {
 // entry builds the exported view; it copies, so callers cannot reach into
 // the policy.
 func (it item) entry() Entry {
-	e := Entry{Kind: it.t.kind, Name: it.t.name, Prefix: it.t.prefix, AllowPrivate: it.allowPrivate()}
+	e := Entry{Kind: it.t.kind, Name: it.t.name, Prefix: it.t.prefix, AllowPrivate: it.allowPrivate(), Ports: it.ports().clone()}
 	if len(it.grants) == 1 && it.grants[0].owner == "" {
 		return e
 	}
@@ -84,6 +85,7 @@ func (b *builder) add(t target, g grant) {
 	for j := range gs {
 		if gs[j].owner == g.owner {
 			gs[j].private = gs[j].private || g.private
+			gs[j].ports = UnionPorts(gs[j].ports, g.ports)
 			return
 		}
 	}
@@ -141,6 +143,9 @@ func New(entries []Entry) (*Policy, error) {
 		if err == nil {
 			err = checkGrantOptions(t, e.AllowPrivate)
 		}
+		if err == nil {
+			err = checkPorts(e.Ports)
+		}
 		for _, o := range e.Owners {
 			if err == nil && o != "" {
 				err = checkOwner(o)
@@ -151,10 +156,10 @@ func New(entries []Entry) (*Policy, error) {
 			continue
 		}
 		if len(e.Owners) == 0 {
-			b.add(t, grant{private: e.AllowPrivate})
+			b.add(t, grant{private: e.AllowPrivate, ports: e.Ports.normal()})
 		}
 		for _, o := range e.Owners {
-			b.add(t, grant{owner: o, private: e.AllowPrivate})
+			b.add(t, grant{owner: o, private: e.AllowPrivate, ports: e.Ports.normal()})
 		}
 	}
 	if err := problems(errs); err != nil {

@@ -230,7 +230,7 @@ func TestFromStringsErrors(t *testing.T) {
 	for _, want := range []string{
 		`3 problems`,
 		`entry[1] "https://api.example.com/v1": give the host name "api.example.com", not a URL`,
-		`entry[3] "api.example.com:443": ports are not supported`,
+		`entry[3] "api.example.com:443": a port is not part of the host`,
 		`entry[4] "": empty entry`,
 	} {
 		if !strings.Contains(msg, want) {

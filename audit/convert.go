@@ -38,7 +38,7 @@ func FromKernelBrief(session string, ev loader.Event) Event {
 	uid := ev.UID
 	e := Event{
 		Type: EgressDenied, Session: session, PID: ev.PID, Comm: ev.Comm, UID: &uid,
-		Reason: ev.Reason.String(), Message: ev.String(),
+		Reason: ev.Why(), Message: ev.String(),
 	}
 	if ev.Audit {
 		e.Type = EgressAudit

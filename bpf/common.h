@@ -133,6 +133,37 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } loopback_strict SEC(".maps");
 
+/* The port rule of an allowed prefix (see struct port_rule_key). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, MAX_CIDRS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct cidr_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cidr_ports SEC(".maps");
+
+/* The port rule of a learned address; absent: every port. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_LEARNED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct learned_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} learned_ports SEC(".maps");
+
+/* The ports of a rule, per protocol: a bitmap, so a check is one lookup
+ * and one bit test however many ranges the rule lists. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PORT_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct port_rule_key);
+	__type(value, struct port_bitmap);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} port_rules SEC(".maps");
+
 /* Events of tasks whose session has no ring buffer (leftovers). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -253,6 +284,20 @@ static __always_inline int refuse(struct verdict *v, struct session *s)
 	return 0;
 }
 
+/* port_in reports whether rule (0: every port) allows the verdict's
+ * protocol and port. An unknown rule allows nothing: fail closed. */
+static __always_inline int port_in(struct verdict *v, __u32 rule)
+{
+	if (!rule)
+		return 1;
+	struct port_rule_key k = {.session = v->cgroup, .rule = rule, .proto = v->proto};
+	struct port_bitmap *b = bpf_map_lookup_elem(&port_rules, &k);
+	if (!b)
+		return 0;
+	__u32 i = (v->port >> 6) & 1023;
+	return (b->bits[i] >> (v->port & 63)) & 1;
+}
+
 static __always_inline int judge_addr(struct verdict *v)
 {
 	struct session *s = bpf_map_lookup_elem(&sessions, &v->cgroup);
@@ -260,6 +305,7 @@ static __always_inline int judge_addr(struct verdict *v)
 		v->reason = REASON_NO_SESSION;
 		return refuse(v, s);
 	}
+	__u32 port_rule = 0; /* of an allowed prefix whose ports refused v */
 
 	struct cidr_key ck = {
 		.prefixlen = 64 + 128,
@@ -268,8 +314,18 @@ static __always_inline int judge_addr(struct verdict *v)
 	};
 	__builtin_memcpy(ck.addr, v->ip, 16);
 	if (bpf_map_lookup_elem(&cidrs, &ck)) {
-		count(v->cgroup, COUNTER_ALLOWED);
-		return 1;
+		if (!(s->flags & SESSION_PORT_RULES)) {
+			count(v->cgroup, COUNTER_ALLOWED);
+			return 1;
+		}
+		__u32 *r = bpf_map_lookup_elem(&cidr_ports, &ck);
+		port_rule = r ? *r : 0xffffffff;
+		if (r && port_in(v, *r)) {
+			count(v->cgroup, COUNTER_ALLOWED);
+			return 1;
+		}
+		/* The address may also have been learned for a name whose
+		 * rule allows the port: each entry allows what it lists. */
 	}
 
 	struct learned_key lk = {.session = v->cgroup};
@@ -277,10 +333,25 @@ static __always_inline int judge_addr(struct verdict *v)
 	struct learned_value *l = bpf_map_lookup_elem(&learned, &lk);
 	if (l) {
 		if (bpf_ktime_get_boot_ns() < l->expires) {
-			count(v->cgroup, COUNTER_ALLOWED);
-			return 1;
+			if (!(s->flags & SESSION_PORT_RULES)) {
+				count(v->cgroup, COUNTER_ALLOWED);
+				return 1;
+			}
+			__u32 *r = bpf_map_lookup_elem(&learned_ports, &lk);
+			if (!r || port_in(v, *r)) {
+				count(v->cgroup, COUNTER_ALLOWED);
+				return 1;
+			}
+			if (!port_rule)
+				port_rule = *r;
+		} else if (!port_rule) {
+			v->reason = REASON_EXPIRED;
+			return refuse(v, s);
 		}
-		v->reason = REASON_EXPIRED;
+	}
+	if (port_rule) {
+		v->reason = REASON_PORT;
+		v->arg0 = (__s32)port_rule;
 		return refuse(v, s);
 	}
 	v->reason = REASON_NOT_ALLOWED;

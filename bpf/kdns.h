@@ -877,6 +877,9 @@ static long kdns_learn_step(__u32 i, void *ctx)
 	__builtin_memcpy(k.addr, a->addr, 16);
 	struct learned_value v = {.expires = c->now + (ttl + c->ks->grace) * 1000000000ULL};
 	struct learned_value *old = bpf_map_lookup_elem(&learned, &k);
+	/* The kernel path learns only names without "ports": the address is
+	 * now open on every port (the union of its names' rules). */
+	bpf_map_delete_elem(&learned_ports, &k);
 	if (old) {
 		/* An expiry only grows. */
 		if (old->expires < v.expires)

@@ -16,12 +16,14 @@
 #define MAX_UNIX (64 * 1024)
 #define MAX_LOOPBACK_PORTS (64 * 1024)
 #define UNIX_PATH_MAX 108
+#define MAX_PORT_RULES (16 * 1024)
 
 /* session.flags */
 enum sluice_session_flag {
 	SESSION_AUDIT = 1, /* allow everything, report what would be denied */
 	SESSION_LOOPBACK_SESSION = 2, /* loopback only to the session's own listeners and listed ports */
 	SESSION_OWN_ABSTRACT = 4, /* the session's Landlock scope judges abstract unix names: allow unlisted ones */
+	SESSION_PORT_RULES = 8, /* some entry has "ports": consult cidr_ports and learned_ports */
 };
 
 /* A session's policy, keyed by the cgroup id of the session's cgroup.
@@ -107,6 +109,7 @@ enum sluice_reason {
 	REASON_SOURCE_ROUTE = 5, /* source routing could steer past the connect hook */
 	REASON_FOREIGN_LISTENER = 6, /* another session's sluice proxy or resolver */
 	REASON_LOOPBACK_PORT = 7,    /* loopback "session": not the session's listener nor a listed port */
+	REASON_PORT = 8,             /* allowed address, but not this port: event.arg0 is the port rule's id */
 };
 
 /* event.flags */
@@ -164,6 +167,25 @@ struct port_key {
 enum sluice_port_kind {
 	PORT_LISTED = 1, /* loopback_ports */
 	PORT_BOUND = 2,  /* bound by a process of the session (post_bind4/6) */
+};
+
+/* Port rules (allowlist "ports"). A rule is a per-session id; 0 means
+ * every port and is never stored. cidr_ports (LPM, keyed like cidrs) and
+ * learned_ports (keyed like learned) hold the rule of an allowed prefix or
+ * learned address, in maps of their own so that the cidrs and learned
+ * layouts, and so pins of older builds, stay as they were; they are looked
+ * up only for sessions with SESSION_PORT_RULES. A learned address without
+ * a learned_ports entry allows every port (the kernel DNS path learns only
+ * names without ports, and deletes the entry when it learns). */
+struct port_rule_key {
+	__u64 session;
+	__u32 rule;
+	__u32 proto; /* IPPROTO_TCP or IPPROTO_UDP */
+};
+
+/* Bit p of the bitmap: port p (host order) is allowed. */
+struct port_bitmap {
+	__u64 bits[1024];
 };
 
 /* A unix-socket denial: the event, then the name. */

@@ -18,6 +18,14 @@ type Learner interface {
 	Forget(addr netip.Addr) error
 }
 
+// PortLearner is a Learner whose addresses carry the port rule of the
+// name they were learned for: Teach is called for every address of every
+// answer, before Learn, with the name asked for, whether or not the
+// address needs learning again (a second name may widen its rule).
+type PortLearner interface {
+	Teach(addr netip.Addr, name string) error
+}
+
 // ErrCapReached says a name already has MaxIPsPerName learned addresses.
 var ErrCapReached = errors.New("per-name cap on learned addresses reached")
 
@@ -111,9 +119,15 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 	if limit > 0 && n > limit {
 		return fmt.Errorf("%w: %s would have %d (cap %d)", ErrCapReached, name, n, limit)
 	}
+	pl, _ := l.(PortLearner)
 	for i, a := range addrs {
 		exp := expires[i]
 		e := s.addrs[a]
+		if pl != nil {
+			if err := pl.Teach(a, name); err != nil {
+				return err
+			}
+		}
 		// Extend a live entry only when it would end noticeably sooner:
 		// every answer for a popular address would otherwise cost a map
 		// update. The slack stays under half the grace period, so a client

@@ -42,8 +42,22 @@ type DNSOptions struct {
 
 // sessionLearner teaches one session's learned-IP map.
 type sessionLearner struct {
-	dp *loader.Datapath
-	id uint64
+	dp    *loader.Datapath
+	id    uint64
+	ports *portTable
+}
+
+// Teach gives a the port rule of name before it is learned
+// (dnsresolver.PortLearner).
+func (l sessionLearner) Teach(a netip.Addr, name string) error {
+	if l.ports == nil {
+		return nil
+	}
+	err := l.ports.teach(a, name)
+	if errors.Is(err, loader.ErrMapFull) {
+		return fmt.Errorf("%w: %w", dnsresolver.ErrMapFull, err)
+	}
+	return err
 }
 
 func (l sessionLearner) Learn(a netip.Addr, expires time.Duration) error {
@@ -74,7 +88,7 @@ func (s *Session) startResolver(opts Options) error {
 	r, err := dnsresolver.New(dnsresolver.Config{
 		Policy:          opts.Policy,
 		Upstreams:       ups,
-		Learner:         sessionLearner{dp: s.e.dp, id: s.cg.ID()},
+		Learner:         sessionLearner{dp: s.e.dp, id: s.cg.ID(), ports: s.ports},
 		Clock:           loader.BootTime,
 		Audit:           opts.Audit,
 		MinTTL:          d.MinTTL,

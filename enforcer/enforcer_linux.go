@@ -155,6 +155,8 @@ type Session struct {
 	// The kernel DNS path (kdns_linux.go): its configuration when the
 	// session is on it, its own ring buffer, and why it is not when it
 	// was asked for.
+	// ports are the session's port rules in the datapath (ports_linux.go).
+	ports      *portTable
 	kdnsCfg    *loader.KDNSConfig
 	kdnsEvents *ringbuf.Reader
 	kdnsErr    error
@@ -231,6 +233,12 @@ func (s *Session) configure(opts Options) error {
 		s.cfg.Flags |= loader.FlagAudit
 	}
 	id := s.cg.ID()
+	s.ports = newPortTable(e.dp, id)
+	if on, err := s.ports.setPolicy(opts.Policy); err != nil {
+		return err
+	} else if on {
+		s.cfg.Flags |= loader.FlagPortRules
+	}
 	if opts.Policy != nil {
 		if err := e.dp.AddCIDRs(id, opts.Policy.Prefixes()); err != nil {
 			return err

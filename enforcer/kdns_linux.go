@@ -63,6 +63,15 @@ func kdnsNames(p *allowlist.Policy) []loader.KDNSName {
 	byName := map[string]*loader.KDNSName{}
 	var order []string
 	for _, e := range p.Names() {
+		// The kernel path learns every port: names with a port rule are
+		// left to the resolver, which learns their rule (a name allowed on
+		// every port by some entry needs none).
+		if r, _ := p.NamePorts(e.Name); e.Kind == allowlist.KindHost && r.Ports != nil {
+			continue
+		}
+		if e.Kind == allowlist.KindWildcard && e.Ports != nil {
+			continue
+		}
 		n := byName[e.Name]
 		if n == nil {
 			n = &loader.KDNSName{Name: e.Name}

@@ -49,10 +49,27 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 			del = append(del, pr)
 		}
 	}
+	if s.ports == nil {
+		s.ports = newPortTable(s.e.dp, s.cg.ID())
+	}
+	// The rules first: a prefix is never open on more ports than its rule.
+	on, err := s.ports.setPolicy(p)
+	if err != nil {
+		return err
+	}
+	if on && s.cfg.Flags&loader.FlagPortRules == 0 {
+		s.cfg.Flags |= loader.FlagPortRules
+		if err := s.e.dp.SetSession(s.cg.ID(), s.cfg); err != nil {
+			return err
+		}
+	}
 	if err := s.e.dp.AddCIDRs(s.cg.ID(), add); err != nil {
 		return err
 	}
 	if err := s.e.dp.DeleteCIDRs(s.cg.ID(), del); err != nil {
+		return err
+	}
+	if err := s.e.dp.DeleteCIDRPorts(s.cg.ID(), del); err != nil {
 		return err
 	}
 	if err := s.applyLocal(p.Local()); err != nil {
@@ -127,7 +144,14 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 	// The Landlock scope of the session's processes cannot be taken back:
 	// keep leaving abstract names to it.
 	if f, err := e.dp.SessionFlagsOf(cg.ID()); err == nil {
-		s.cfg.Flags |= f & loader.FlagOwnAbstract
+		s.cfg.Flags |= f & (loader.FlagOwnAbstract | loader.FlagPortRules)
+	}
+	s.ports = newPortTable(e.dp, cg.ID())
+	if on, err := s.ports.setPolicy(opts.Policy); err != nil {
+		s.lock.Close()
+		return nil, err
+	} else if on {
+		s.cfg.Flags |= loader.FlagPortRules
 	}
 	// The loopback mode is the policy's, and startResolver rewrites the
 	// session's whole entry (with the resolver's ports): without the flag

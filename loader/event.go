@@ -63,6 +63,9 @@ const (
 	ReasonSourceRoute     = Reason(sluiceSluiceReasonREASON_SOURCE_ROUTE)
 	ReasonForeignListener = Reason(sluiceSluiceReasonREASON_FOREIGN_LISTENER)
 	ReasonLoopbackPort    = Reason(sluiceSluiceReasonREASON_LOOPBACK_PORT)
+	// ReasonPort: the address is allowed, the port is not (the allowlist's
+	// "ports"); Event.Args[0] is the session's id of the rule.
+	ReasonPort = Reason(sluiceSluiceReasonREASON_PORT)
 )
 
 // String is the explanation a user reads.
@@ -82,6 +85,8 @@ func (r Reason) String() string {
 		return "another session's sluice proxy or resolver (each session reaches only its own)"
 	case ReasonLoopbackPort:
 		return `loopback "session": not a listener of this session nor in loopback_ports`
+	case ReasonPort:
+		return "the address is allowed, but not this port"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -107,6 +112,10 @@ type Event struct {
 	// level/optname/optlen.
 	Args [3]int32
 	Comm string
+	// PortRule, for a ReasonPort event, says which rule refused the port
+	// (`port 23 is not in the rule "203.0.113.0/24" ports 22/tcp`); the
+	// session that owns the rule ids fills it in (enforcer.Session.Explain).
+	PortRule string
 	// Unix is the unix socket a HookUnixConnect or HookUnixSend event
 	// tried to reach: the name its server bound, "/path" or "@abstract".
 	Unix string
@@ -257,7 +266,16 @@ func (e Event) String() string {
 	if e.Audit {
 		verb = "audit: would deny"
 	}
-	return fmt.Sprintf("%s %s[%d] -> %s: %s", verb, e.Comm, e.PID, e.Destination(), e.Reason)
+	return fmt.Sprintf("%s %s[%d] -> %s: %s", verb, e.Comm, e.PID, e.Destination(), e.Why())
+}
+
+// Why is the explanation of the decision: the port rule's for a refused
+// port when the session named it, the reason's otherwise.
+func (e Event) Why() string {
+	if e.Reason == ReasonPort && e.PortRule != "" {
+		return e.PortRule
+	}
+	return e.Reason.String()
 }
 
 func familyName(f int32) string {

@@ -190,6 +190,10 @@ func (d *Datapath) Forget(cgid uint64, addr netip.Addr) error {
 	if err := d.objs.Learned.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("forget %s for session %d: %w", addr, cgid, err)
 	}
+	// After the address: a live entry without its rule would allow every port.
+	if err := d.objs.LearnedPorts.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("forget the port rule of %s for session %d: %w", addr, cgid, err)
+	}
 	return nil
 }
 
@@ -338,6 +342,7 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 	for i := range learned {
 		del(d.objs.Learned, &learned[i], "learned IP")
 	}
+	d.removePortRules(cgid, &errs)
 	return errors.Join(errs...)
 }
 

@@ -151,11 +151,23 @@ type sluiceLearnedValue struct {
 	Expires uint64
 }
 
+type sluicePortBitmap struct {
+	_    structs.HostLayout
+	Bits [1024]uint64
+}
+
 type sluicePortKey struct {
 	_       structs.HostLayout
 	Session uint64
 	Port    uint32
 	Pad     uint32
+}
+
+type sluicePortRuleKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Rule    uint32
+	Proto   uint32
 }
 
 type sluiceSession struct {
@@ -214,6 +226,7 @@ const (
 	sluiceSluiceReasonREASON_SOURCE_ROUTE     sluiceSluiceReason = 5
 	sluiceSluiceReasonREASON_FOREIGN_LISTENER sluiceSluiceReason = 6
 	sluiceSluiceReasonREASON_LOOPBACK_PORT    sluiceSluiceReason = 7
+	sluiceSluiceReasonREASON_PORT             sluiceSluiceReason = 8
 )
 
 type sluiceSluiceSessionFlag uint32
@@ -222,6 +235,7 @@ const (
 	sluiceSluiceSessionFlagSESSION_AUDIT            sluiceSluiceSessionFlag = 1
 	sluiceSluiceSessionFlagSESSION_LOOPBACK_SESSION sluiceSluiceSessionFlag = 2
 	sluiceSluiceSessionFlagSESSION_OWN_ABSTRACT     sluiceSluiceSessionFlag = 4
+	sluiceSluiceSessionFlagSESSION_PORT_RULES       sluiceSluiceSessionFlag = 8
 )
 
 type sluiceSluiceUnixVerdict uint32
@@ -282,6 +296,7 @@ type sluiceUnixScratch struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sluiceMapCidrPorts           = "cidr_ports"
 	sluiceMapCidrs               = "cidrs"
 	sluiceMapDnsOrigins          = "dns_origins"
 	sluiceMapEvents              = "events"
@@ -295,9 +310,11 @@ const (
 	sluiceMapKdnsSessions        = "kdns_sessions"
 	sluiceMapKdnsTail            = "kdns_tail"
 	sluiceMapLearned             = "learned"
+	sluiceMapLearnedPorts        = "learned_ports"
 	sluiceMapListeners           = "listeners"
 	sluiceMapLoopbackPorts       = "loopback_ports"
 	sluiceMapLoopbackStrict      = "loopback_strict"
+	sluiceMapPortRules           = "port_rules"
 	sluiceMapResolverBeats       = "resolver_beats"
 	sluiceMapSessionCounters     = "session_counters"
 	sluiceMapSessionEvents       = "session_events"
@@ -404,6 +421,7 @@ type sluiceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceMapSpecs struct {
+	CidrPorts         *ebpf.MapSpec `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
@@ -417,9 +435,11 @@ type sluiceMapSpecs struct {
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
 	KdnsTail          *ebpf.MapSpec `ebpf:"kdns_tail"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
+	LearnedPorts      *ebpf.MapSpec `ebpf:"learned_ports"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
+	PortRules         *ebpf.MapSpec `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.MapSpec `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
@@ -470,6 +490,7 @@ func (o *sluiceObjects) Close() error {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceMaps struct {
+	CidrPorts         *ebpf.Map `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.Map `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
 	Events            *ebpf.Map `ebpf:"events"`
@@ -483,9 +504,11 @@ type sluiceMaps struct {
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
 	KdnsTail          *ebpf.Map `ebpf:"kdns_tail"`
 	Learned           *ebpf.Map `ebpf:"learned"`
+	LearnedPorts      *ebpf.Map `ebpf:"learned_ports"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
+	PortRules         *ebpf.Map `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.Map `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
@@ -497,6 +520,7 @@ type sluiceMaps struct {
 
 func (m *sluiceMaps) Close() error {
 	return _SluiceClose(
+		m.CidrPorts,
 		m.Cidrs,
 		m.DnsOrigins,
 		m.Events,
@@ -510,9 +534,11 @@ func (m *sluiceMaps) Close() error {
 		m.KdnsSessions,
 		m.KdnsTail,
 		m.Learned,
+		m.LearnedPorts,
 		m.Listeners,
 		m.LoopbackPorts,
 		m.LoopbackStrict,
+		m.PortRules,
 		m.ResolverBeats,
 		m.SessionCounters,
 		m.SessionEvents,

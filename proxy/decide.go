@@ -72,7 +72,13 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 	pol := p.policy()
 	if t.addr.IsValid() {
 		a := t.addr.Unmap()
-		if allowlist.IsLoopback(a) || pol.AllowsAddr(a) {
+		if allowlist.IsLoopback(a) {
+			return []netip.Addr{a}, nil
+		}
+		if r, ok := pol.AddrPorts(a); ok {
+			if !r.Ports.Allows(allowlist.ProtoTCP, t.port) {
+				return nil, refusal(a, "destination_port_prohibited", "%s", r.Explain(allowlist.ProtoTCP, t.port))
+			}
 			return []netip.Addr{a}, nil
 		}
 		return nil, refusal(a, "destination_ip_prohibited",
@@ -89,6 +95,10 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 	entry, ok := pol.MatchName(name)
 	if !ok {
 		return nil, refusal(netip.Addr{}, "http_request_denied", "%s is not in the allowlist", name)
+	}
+	// The port before the name is resolved: a refused port costs no query.
+	if r, _ := pol.NamePorts(name); !r.Ports.Allows(allowlist.ProtoTCP, t.port) {
+		return nil, refusal(netip.Addr{}, "destination_port_prohibited", "%s", r.Explain(allowlist.ProtoTCP, t.port))
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()

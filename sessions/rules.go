@@ -154,8 +154,9 @@ func Intersect(requested, machine *allowlist.Policy) *allowlist.Policy {
 		if err != nil {
 			continue
 		}
-		if _, err := one.Narrow(machine); err == nil {
-			keep = append(keep, e)
+		// Narrow's policy has the entry's ports within the machine's.
+		if n, err := one.Narrow(machine); err == nil {
+			keep = append(keep, n.Entries()...)
 		}
 	}
 	p, err := allowlist.New(keep)

@@ -199,6 +199,7 @@ func (ss *Session) KernelEvent(ev loader.Event) {
 		return
 	}
 	ss.waitStarted()
+	ev = ss.es.ExplainPort(ev)
 	var learnedFrom func(netip.Addr) []string
 	if r := ss.es.Resolver(); r != nil {
 		learnedFrom = r.LearnedFrom

@@ -44,6 +44,42 @@ type Suggestion struct {
 	// queries for api.example.com.svc.cluster.local: noise, not needs.
 	search   []string
 	expanded int // names left out as search-list expansions
+	// withPorts (SetPorts): write the ports each addition was used on;
+	// used holds them by the addition's text.
+	withPorts bool
+	used      map[string]*allowlist.Ports
+}
+
+// SetPorts makes the suggestion give each added entry the TCP and UDP
+// ports it was refused on (--ports), instead of every port. An addition
+// seen without a port (a refused DNS query whose addresses were then never
+// dialled where sluice could see the port) keeps every port, and Explain
+// says which.
+func (s *Suggestion) SetPorts(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.withPorts = on
+}
+
+// usePort records that the addition key was used on port of proto
+// ("tcp" or "udp"; anything else is not a port rule's).
+func (s *Suggestion) usePort(key, proto string, port uint16) {
+	if port == 0 || (proto != "tcp" && proto != "udp") {
+		return
+	}
+	p, err := allowlist.ParsePortList(strconv.Itoa(int(port)) + "/" + proto)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used == nil {
+		s.used = map[string]*allowlist.Ports{}
+	}
+	if old, ok := s.used[key]; ok {
+		p = allowlist.UnionPorts(old, p)
+	}
+	s.used[key] = p
 }
 
 // New is an empty suggestion; search is the resolv.conf search list whose
@@ -148,6 +184,7 @@ func (s *Suggestion) AddEvent(e audit.Event) {
 		// to a name the policy already has; sockets have no address.
 		if a, err := netip.ParseAddr(e.Dst); err == nil && e.Reason == loader.ReasonNotAllowed.String() {
 			s.addAddr(a)
+			s.usePort(a.Unmap().String(), e.Proto, e.Port)
 		}
 	case audit.DNSRefused, audit.DNSAudit:
 		if e.Reason == dnsresolver.ReasonNotAllowed {
@@ -157,6 +194,12 @@ func (s *Suggestion) AddEvent(e audit.Event) {
 		s.addPrivate(e.Host)
 	case audit.ProxyRefused:
 		s.addProxy(e.Host, e.Reason)
+		// The proxy carries TCP only.
+		if a, err := netip.ParseAddr(strings.Trim(e.Host, "[]")); err == nil {
+			s.usePort(a.Unmap().String(), "tcp", e.Port)
+		} else if n, err := allowlist.NormalizeName(e.Host); err == nil {
+			s.usePort(n, "tcp", e.Port)
+		}
 	}
 }
 
@@ -231,7 +274,7 @@ func (s *Suggestion) unixAdditions(base *allowlist.Policy) []string {
 // what was added (unix sockets as "unix:NAME").
 func (s *Suggestion) Render(base *allowlist.Policy) (*allowlist.Policy, []string, error) {
 	add := s.Additions(base)
-	extra, err := allowlist.FromStrings(add)
+	extra, err := s.additionsPolicy(add)
 	if err != nil {
 		// Every addition was normalised on the way in; this is a bug.
 		return nil, nil, err
@@ -282,6 +325,11 @@ func (s *Suggestion) Explain(w io.Writer, path string, merged *allowlist.Policy,
 		slices.Sort(ps)
 		fmt.Fprintf(w, "sluice: not added: answers for %s held loopback, private or metadata addresses; if that is intended, give the entry \"allow_private\": true\n", strings.Join(ps, " "))
 	}
+	if s.withPorts {
+		if np := s.noPorts(add); len(np) > 0 {
+			fmt.Fprintf(w, "sluice: --ports: no port was seen for %s (every port is allowed for it; list its \"ports\" by hand)\n", strings.Join(np, " "))
+		}
+	}
 	if s.expanded > 0 {
 		fmt.Fprintf(w, "sluice: left out %d names that are other names with a resolv.conf search domain appended (%s)\n", s.expanded, strings.Join(s.search, " "))
 	}
@@ -309,4 +357,36 @@ func sudoIDs() (uid, gid int, ok bool) {
 	u, uerr := strconv.Atoi(os.Getenv("SUDO_UID"))
 	g, gerr := strconv.Atoi(os.Getenv("SUDO_GID"))
 	return u, g, uerr == nil && gerr == nil && u > 0
+}
+
+// additionsPolicy is the added entries, with the ports they were used on
+// when SetPorts asked for them.
+func (s *Suggestion) additionsPolicy(add []string) (*allowlist.Policy, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.withPorts {
+		return allowlist.FromStrings(add)
+	}
+	entries := make([]allowlist.Entry, 0, len(add))
+	for _, a := range add {
+		e, err := allowlist.ParseEntry(a)
+		if err != nil {
+			return nil, err
+		}
+		e.Ports = s.used[a]
+		entries = append(entries, e)
+	}
+	return allowlist.New(entries)
+}
+
+// noPorts lists the additions that were seen on no port (every port is
+// written for them), for Explain; s.mu is held.
+func (s *Suggestion) noPorts(add []string) []string {
+	var out []string
+	for _, a := range add {
+		if s.used[a] == nil && !strings.HasPrefix(a, "unix:") {
+			out = append(out, a)
+		}
+	}
+	return out
 }

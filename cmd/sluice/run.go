@@ -38,6 +38,7 @@ type runOptions struct {
 	loopbackPorts []uint
 	auditLog      string
 	suggest       string
+	ports         bool // --ports: the suggestion lists the ports used
 
 	showPaths           []string
 	readOnly            []string
@@ -142,6 +143,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.memoryMax, "memory-max", "", "limit the session's memory, e.g. 512M or 2G (cgroup memory.max)")
 	o.addDNSFlags(f, "forward allowed names, the proxy's lookups included, to this DNS server, ADDR[:PORT] (repeatable; default: the host's resolv.conf, or in landlock and proxy modes the system's resolver)",
 		"bpf mode without a daemon: where UDP DNS goes, auto (sluice's local resolver, and while it is down straight to the upstream, judged and learned in the kernel), kernel (always straight to the upstream) or resolver (always the local resolver); default "+dnsPathDefault+" (`sluice check` says)")
+	f.BoolVar(&o.ports, "ports", false, "with --suggest-allowlist (and learn's -o): give each added entry the TCP and UDP ports it was used on, not every port")
 	f.StringVar(&o.mode, "mode", "", "force a confinement mode: bpf, landlock or proxy (default: the strongest available)")
 	f.BoolVar(&o.noProxyEnv, "no-proxy-env", false, "do not point the command at the session's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY)")
 	f.StringVar(&o.auditLog, "audit-log", "", "also write the session's denials, start and end to `FILE`, as JSON lines (the daemon's audit format, docs/audit.md)")
@@ -230,6 +232,7 @@ func writeSuggestion(o runOptions, rep *report.Reporter, base *allowlist.Policy,
 	if o.suggest == "" {
 		return err
 	}
+	rep.Suggestion().SetPorts(o.ports)
 	if werr := rep.Suggestion().Write(o.suggest, base, stderr); werr != nil {
 		if err == nil {
 			return &exitError{code: exitSluiceError, err: werr}

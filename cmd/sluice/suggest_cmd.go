@@ -19,6 +19,7 @@ import (
 func newSuggestCmd() *cobra.Command {
 	var from, base, out string
 	var sessions []string
+	var ports bool
 	cmd := &cobra.Command{
 		Use:   "suggest --from AUDIT_LOG [--session NAME]... [--allowlist FILE] [-o FILE]",
 		Short: "Write the allowlist that would have allowed what an audit log shows was refused",
@@ -58,6 +59,7 @@ nothing is written.`,
 			if err != nil {
 				return &exitError{code: exitSluiceError, err: err}
 			}
+			sug.SetPorts(ports)
 			merged, add, err := sug.Render(p)
 			if err != nil {
 				return &exitError{code: exitSluiceError, err: err}
@@ -81,6 +83,7 @@ nothing is written.`,
 	fl.StringVar(&from, "from", "", "the audit log to read (JSON lines, docs/audit.md)")
 	fl.StringArrayVar(&sessions, "session", nil, "only this session's lines (repeatable; default: every session in the log)")
 	fl.StringVar(&base, "allowlist", "", "build on this network_allowlist.json instead of the sessions' own entries")
+	fl.BoolVar(&ports, "ports", false, "give each added entry the TCP and UDP ports it was refused on, not every port")
 	fl.StringVarP(&out, "output", "o", "", "write the suggestion to `FILE` (default: standard output)")
 	return cmd
 }

@@ -112,11 +112,23 @@ type kdnstestLearnedValue struct {
 	Expires uint64
 }
 
+type kdnstestPortBitmap struct {
+	_    structs.HostLayout
+	Bits [1024]uint64
+}
+
 type kdnstestPortKey struct {
 	_       structs.HostLayout
 	Session uint64
 	Port    uint32
 	Pad     uint32
+}
+
+type kdnstestPortRuleKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Rule    uint32
+	Proto   uint32
 }
 
 type kdnstestSession struct {
@@ -168,6 +180,7 @@ type kdnstestUnixScratch struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	kdnstestMapCidrPorts           = "cidr_ports"
 	kdnstestMapCidrs               = "cidrs"
 	kdnstestMapDnsOrigins          = "dns_origins"
 	kdnstestMapEvents              = "events"
@@ -181,9 +194,11 @@ const (
 	kdnstestMapKdnsSessions        = "kdns_sessions"
 	kdnstestMapKdnsTail            = "kdns_tail"
 	kdnstestMapLearned             = "learned"
+	kdnstestMapLearnedPorts        = "learned_ports"
 	kdnstestMapListeners           = "listeners"
 	kdnstestMapLoopbackPorts       = "loopback_ports"
 	kdnstestMapLoopbackStrict      = "loopback_strict"
+	kdnstestMapPortRules           = "port_rules"
 	kdnstestMapResolverBeats       = "resolver_beats"
 	kdnstestMapSessionCounters     = "session_counters"
 	kdnstestMapSessionEvents       = "session_events"
@@ -294,6 +309,7 @@ type kdnstestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdnstestMapSpecs struct {
+	CidrPorts         *ebpf.MapSpec `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
@@ -307,9 +323,11 @@ type kdnstestMapSpecs struct {
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
 	KdnsTail          *ebpf.MapSpec `ebpf:"kdns_tail"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
+	LearnedPorts      *ebpf.MapSpec `ebpf:"learned_ports"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.MapSpec `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
+	PortRules         *ebpf.MapSpec `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.MapSpec `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
@@ -360,6 +378,7 @@ func (o *kdnstestObjects) Close() error {
 //
 // It can be passed to loadKdnstestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdnstestMaps struct {
+	CidrPorts         *ebpf.Map `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.Map `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
 	Events            *ebpf.Map `ebpf:"events"`
@@ -373,9 +392,11 @@ type kdnstestMaps struct {
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
 	KdnsTail          *ebpf.Map `ebpf:"kdns_tail"`
 	Learned           *ebpf.Map `ebpf:"learned"`
+	LearnedPorts      *ebpf.Map `ebpf:"learned_ports"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
 	LoopbackPorts     *ebpf.Map `ebpf:"loopback_ports"`
 	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
+	PortRules         *ebpf.Map `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.Map `ebpf:"resolver_beats"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
@@ -387,6 +408,7 @@ type kdnstestMaps struct {
 
 func (m *kdnstestMaps) Close() error {
 	return _KdnstestClose(
+		m.CidrPorts,
 		m.Cidrs,
 		m.DnsOrigins,
 		m.Events,
@@ -400,9 +422,11 @@ func (m *kdnstestMaps) Close() error {
 		m.KdnsSessions,
 		m.KdnsTail,
 		m.Learned,
+		m.LearnedPorts,
 		m.Listeners,
 		m.LoopbackPorts,
 		m.LoopbackStrict,
+		m.PortRules,
 		m.ResolverBeats,
 		m.SessionCounters,
 		m.SessionEvents,

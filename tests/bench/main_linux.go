@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/loader"
 )
 
 // options are the command-line flags.
@@ -52,6 +53,7 @@ type options struct {
 	workersDNS string // the worker session's DNS path ("none": no DNS)
 	jobs       bool   // the realistic jobs on every DNS path (jobs_linux.go)
 	jobsRounds int
+	portRules  bool // the worker session has port rules; the cycle's entry has none
 }
 
 func main() {
@@ -73,6 +75,7 @@ func main() {
 	flag.StringVar(&o.workersDNS, "workers-dns", "auto", "DNS path of the worker benchmarks' confined session, as `sluice run` gives one: auto (the default path), kernel, resolver, or none (no DNS redirection: the datapath alone)")
 	flag.BoolVar(&o.jobs, "jobs", true, "measure the realistic jobs (curl processes, a Go client) unconfined and on every DNS path (about 80 s)")
 	flag.IntVar(&o.jobsRounds, "jobs-rounds", 5, "rounds of the realistic jobs (four arms each)")
+	flag.BoolVar(&o.portRules, "port-rules", false, "give the worker session port rules (loader.FlagPortRules) while the cycle's entry has none, so that the cycle pays a session-with-ports' lookups")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)
 		return err
@@ -337,6 +340,11 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	if err := e.Datapath().AddCIDRs(sess.ID(), []netip.Prefix{netip.PrefixFrom(cycleAddr, 32)}); err != nil {
 		return false, fmt.Errorf("allow the cycle benchmark's address: %w", err)
 	}
+	if o.portRules {
+		if err := portRuleSession(e.Datapath(), sess); err != nil {
+			return false, err
+		}
+	}
 
 	benches, rounds, err := measureWorkers(ctx, o, phaseEnd(0.85), worker, sess, free, rng, prefixes)
 	if err != nil {
@@ -514,4 +522,23 @@ func benchRunOnly(ctx context.Context, o options) (missed bool, err error) {
 	fmt.Fprintf(w, "\n`sluice run -- true`: first run on a fresh instance %s; CPU time of a run, median: user %s, system %s.\n",
 		fmtNS(float64(rt.cold)), fmtNS(median(rt.user)), fmtNS(median(rt.sys)))
 	return median(rt.wall.added()) >= float64(maxRunAdded), nil
+}
+
+// portRuleSession gives the worker session port rules (-port-rules): the
+// session flag, and the cycle's address with rule 0 (every port) in
+// cidr_ports, so that an allowed connect pays the port-rule lookups of a
+// session in which some other entry has ports.
+func portRuleSession(dp *loader.Datapath, sess *enforcer.Session) error {
+	if err := dp.SetCIDRPorts(sess.ID(), netip.PrefixFrom(cycleAddr, 32), 0); err != nil {
+		return fmt.Errorf("-port-rules: %w", err)
+	}
+	flags, err := dp.SessionFlagsOf(sess.ID())
+	if err != nil {
+		return fmt.Errorf("-port-rules: %w", err)
+	}
+	v4, v6 := sess.DNSPorts()
+	if err := dp.SetSession(sess.ID(), loader.SessionConfig{Flags: flags | loader.FlagPortRules, DNSPort4: v4, DNSPort6: v6}); err != nil {
+		return fmt.Errorf("-port-rules: %w", err)
+	}
+	return nil
 }

@@ -89,4 +89,9 @@
 //   - 32-bit and x32 programs die (SIGSYS) on their first system call.
 //   - The port list is also what keeps sessions apart: another session's
 //     proxy on loopback is unreachable unless its port happens to be listed.
+//   - The allowlist's port rules ("ports") are the proxy's to enforce, not
+//     this ruleset's: a Landlock rule for an entry's port 5432 would open
+//     5432 on every address, not on the entry's. Connect stays limited to
+//     the proxy and loopback, and the proxy refuses a port outside the
+//     entry's rule (403).
 package landlock

@@ -47,6 +47,11 @@
 //
 // What this tier cannot do:
 //
+//   - Name a remote address: SBPL's (remote tcp|udp "HOST:PORT") takes
+//     only "localhost" or "*" as HOST, so the allowlist's port rules
+//     ("ports") cannot be written into the profile without opening the
+//     port on every address. The profile keeps outbound traffic on loopback,
+//     and the proxy refuses a port outside the entry's rule (403).
 //   - Anything done for the program by a process outside the sandbox:
 //     `open URL` (LaunchServices starts the browser), Apple Events to other
 //     applications, XPC services such as nsurlsessiond's background
