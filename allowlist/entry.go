@@ -56,6 +56,12 @@ type Entry struct {
 	// entry matches. Only name entries may set it. In an entry returned by a
 	// Policy it is true if any owner of the entry asked for it.
 	AllowPrivate bool
+	// Verify is how a connection to an address learned for this entry's
+	// names is judged beyond its address ("verify" in the file): by the
+	// name its first bytes carry, or by address alone. Only name entries
+	// may set it. In an entry returned by a Policy it is the strictest any
+	// owner asked for.
+	Verify Verify
 	// Owners lists who asked for the entry, first come first. Nil means the
 	// entry was written without an owner (a plain string or an --allow flag).
 	// The empty string inside a longer list stands for that unowned request

@@ -259,7 +259,7 @@ func (fp *fileParser) element(i, at int, el json.RawMessage) {
 	case '{':
 		var o object
 		o, err = parseObject(el)
-		text, g = o.host, grant{owner: o.owner, private: o.private}
+		text, g = o.host, grant{owner: o.owner, private: o.private, verify: o.verify}
 		if !o.hasHost {
 			text = truncate(string(el), 60)
 		}
@@ -273,6 +273,9 @@ func (fp *fileParser) element(i, at int, el json.RawMessage) {
 	}
 	if err == nil {
 		err = checkGrantOptions(t, g.private)
+	}
+	if err == nil {
+		err = checkVerify(t, g.verify)
 	}
 	if err != nil {
 		line, col := fp.position(at)
@@ -288,6 +291,7 @@ type object struct {
 	hasHost bool
 	owner   string
 	private bool
+	verify  Verify
 }
 
 // parseObject reads {"host": ..., "owner": ..., "allow_private": ...}. It
@@ -344,8 +348,20 @@ func parseObject(el json.RawMessage) (object, error) {
 			if err := json.Unmarshal(v, &o.private); err != nil || v[0] == 'n' {
 				fail(fmt.Errorf(`"allow_private" must be true or false, not %s`, jsonKind(v)))
 			}
+		case "verify":
+			var s string
+			if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+				fail(fmt.Errorf(`"verify" must be "name" or "address", not %s`, jsonKind(v)))
+				continue
+			}
+			vm, err := ParseVerify(s)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			o.verify = vm
 		default:
-			fail(fmt.Errorf(`unknown key %q: an entry object has "host", "owner" and "allow_private"`, key))
+			fail(fmt.Errorf(`unknown key %q: an entry object has "host", "owner", "allow_private" and "verify"`, key))
 		}
 	}
 	if firstErr == nil && !o.hasHost {

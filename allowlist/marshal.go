@@ -72,7 +72,7 @@ func (p *Policy) itemsOrNil() []item {
 
 // encodeGrant writes one element; comma and colon carry the spacing.
 func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
-	if g.owner == "" && !g.private {
+	if g.owner == "" && !g.private && g.verify == VerifyDefault {
 		writeString(b, t.String())
 		return
 	}
@@ -84,6 +84,10 @@ func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
 	}
 	if g.private {
 		b.WriteString(comma + `"allow_private"` + colon + "true")
+	}
+	if g.verify != VerifyDefault {
+		b.WriteString(comma + `"verify"` + colon)
+		writeString(b, string(g.verify))
 	}
 	b.WriteString("}")
 }

@@ -31,11 +31,27 @@ type Policy struct {
 type grant struct {
 	owner   string
 	private bool
+	verify  Verify
 }
 
 type item struct {
 	t      target
 	grants []grant // never empty, first request first
+}
+
+// verify is the strongest rule any grant asked for: "name" over "address"
+// over the default, so that merging never loosens a check someone wrote.
+func (it item) verify() Verify {
+	v := VerifyDefault
+	for _, g := range it.grants {
+		if g.verify == VerifyName {
+			return VerifyName
+		}
+		if g.verify == VerifyAddress {
+			v = VerifyAddress
+		}
+	}
+	return v
 }
 
 func (it item) allowPrivate() bool {
@@ -50,7 +66,7 @@ func (it item) allowPrivate() bool {
 // entry builds the exported view; it copies, so callers cannot reach into
 // the policy.
 func (it item) entry() Entry {
-	e := Entry{Kind: it.t.kind, Name: it.t.name, Prefix: it.t.prefix, AllowPrivate: it.allowPrivate()}
+	e := Entry{Kind: it.t.kind, Name: it.t.name, Prefix: it.t.prefix, AllowPrivate: it.allowPrivate(), Verify: it.verify()}
 	if len(it.grants) == 1 && it.grants[0].owner == "" {
 		return e
 	}
@@ -84,6 +100,9 @@ func (b *builder) add(t target, g grant) {
 	for j := range gs {
 		if gs[j].owner == g.owner {
 			gs[j].private = gs[j].private || g.private
+			if g.verify == VerifyName || gs[j].verify == VerifyDefault {
+				gs[j].verify = g.verify
+			}
 			return
 		}
 	}
@@ -150,11 +169,15 @@ func New(entries []Entry) (*Policy, error) {
 			errs = append(errs, &EntryError{Index: i, Entry: e.String(), Err: err})
 			continue
 		}
+		if err := checkVerify(t, e.Verify); err != nil {
+			errs = append(errs, &EntryError{Index: i, Entry: e.String(), Err: err})
+			continue
+		}
 		if len(e.Owners) == 0 {
-			b.add(t, grant{private: e.AllowPrivate})
+			b.add(t, grant{private: e.AllowPrivate, verify: e.Verify})
 		}
 		for _, o := range e.Owners {
-			b.add(t, grant{owner: o, private: e.AllowPrivate})
+			b.add(t, grant{owner: o, private: e.AllowPrivate, verify: e.Verify})
 		}
 	}
 	if err := problems(errs); err != nil {

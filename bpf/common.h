@@ -179,6 +179,7 @@ struct verdict {
 	__u8 family;
 	__u8 proto;
 	__s32 arg0, arg1, arg2;
+	__u8 learned; /* judge_addr allowed it as a learned address (verify.h) */
 };
 
 static __always_inline int is_v4mapped(const __u32 ip[4])
@@ -277,6 +278,7 @@ static __always_inline int judge_addr(struct verdict *v)
 	struct learned_value *l = bpf_map_lookup_elem(&learned, &lk);
 	if (l) {
 		if (bpf_ktime_get_boot_ns() < l->expires) {
+			v->learned = 1;
 			count(v->cgroup, COUNTER_ALLOWED);
 			return 1;
 		}
