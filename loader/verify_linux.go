@@ -59,10 +59,30 @@ func (d *Datapath) SetVerifyMode(cgid uint64, a netip.Addr, mode VerifyMode) err
 		}
 		return nil
 	}
-	if err := d.objs.VerifyAddrs.Update(&k, uint8(mode), ebpf.UpdateAny); err != nil {
+	// "address" wins over "name" for an address both taught: the user
+	// said that entry's address is to be reached by address.
+	flags := ebpf.UpdateAny
+	if mode == VerifyName {
+		flags = ebpf.UpdateNoExist
+	}
+	if err := d.objs.VerifyAddrs.Update(&k, uint8(mode), flags); err != nil {
+		if errors.Is(err, ebpf.ErrKeyExist) {
+			return nil
+		}
 		return fmt.Errorf("set the verify mode of %s for session %d: %w", a, cgid, err)
 	}
 	return nil
+}
+
+// ForgetVerifyMode removes the verify mode of a once the session's learned
+// entry for it is gone (ForgetExpired keeps a live one).
+func (d *Datapath) ForgetVerifyMode(cgid uint64, a netip.Addr) error {
+	k := sluiceLearnedKey{Session: cgid, Addr: a.Unmap().As16()}
+	var v sluiceLearnedValue
+	if d.objs.Learned.Lookup(&k, &v) == nil {
+		return nil
+	}
+	return d.SetVerifyMode(cgid, a, 0)
 }
 
 // TakeOrigin returns and removes the original destination of the
