@@ -63,6 +63,11 @@ const (
 	ReasonSourceRoute     = Reason(sluiceSluiceReasonREASON_SOURCE_ROUTE)
 	ReasonForeignListener = Reason(sluiceSluiceReasonREASON_FOREIGN_LISTENER)
 	ReasonLoopbackPort    = Reason(sluiceSluiceReasonREASON_LOOPBACK_PORT)
+	// ReasonQUIC: UDP 443 to an address learned for a name (bpf/verify.h).
+	ReasonQUIC = Reason(sluiceSluiceReasonREASON_QUIC)
+	// ReasonVerifyUnavailable: a name-checked connection could not be
+	// handed to the session's verifier (no socket storage).
+	ReasonVerifyUnavailable = Reason(sluiceSluiceReasonREASON_VERIFY_UNAVAILABLE)
 )
 
 // String is the explanation a user reads.
@@ -82,6 +87,10 @@ func (r Reason) String() string {
 		return "another session's sluice proxy or resolver (each session reaches only its own)"
 	case ReasonLoopbackPort:
 		return `loopback "session": not a listener of this session nor in loopback_ports`
+	case ReasonQUIC:
+		return `QUIC (UDP 443) to an address learned for a name: its name is encrypted, so it cannot be checked; clients fall back to TCP ("verify": "address" on the entry allows it)`
+	case ReasonVerifyUnavailable:
+		return "the connection's name could not be checked (no socket storage for the verifier)"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
