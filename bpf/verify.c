@@ -22,13 +22,19 @@ int sluice_sockops(struct bpf_sock_ops *skops)
 	if (!o)
 		return 1;
 	struct verify_key k = {.session = o->cgroup, .port = skops->local_port};
+	/* Every address field is read before the family is looked at: the
+	 * compiler otherwise selects between two context offsets and loads
+	 * through the sum, a modified context pointer the verifier refuses. */
+	__u32 ip4 = skops->local_ip4;
+	__u32 a[4] = {skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3]};
+	asm volatile("" ::: "memory");
 	if (skops->family == AF_INET) {
-		__u32 a[4] = {0, 0, bpf_htonl(0xffff), skops->local_ip4};
-		__builtin_memcpy(k.addr, a, 16);
-	} else {
-		__u32 a[4] = {skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3]};
-		__builtin_memcpy(k.addr, a, 16);
+		a[0] = 0;
+		a[1] = 0;
+		a[2] = bpf_htonl(0xffff);
+		a[3] = ip4;
 	}
+	__builtin_memcpy(k.addr, a, 16);
 	bpf_map_update_elem(&verify_pending, &k, o, BPF_ANY);
 	return 1;
 }
