@@ -188,7 +188,7 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		}
 		if len(r.LearnedFor) > 0 {
 			r.Reason += "; the address was allowed for " + strings.Join(r.LearnedFor, ", ")
-			if f.Problem == "" && f.Name != "" && !f.ECH {
+			if why == "the name is not allowed" {
 				r.Reason = "the address was allowed for " + strings.Join(r.LearnedFor, ", ")
 			}
 		}
@@ -210,9 +210,6 @@ func (v *Verifier) judge(f Flight) string {
 	if f.Problem != "" {
 		return f.Problem
 	}
-	if f.ECH {
-		return "the ClientHello carries an Encrypted ClientHello, whose inner SNI sluice cannot read"
-	}
 	if f.Name == "" {
 		if f.Proto == ProtoTLS {
 			return "a ClientHello without SNI names no host"
@@ -226,10 +223,15 @@ func (v *Verifier) judge(f Flight) string {
 		}
 		return "an IP address is not an allowed name"
 	}
-	if _, ok := p.MatchName(f.Name); ok {
-		return ""
+	if _, ok := p.MatchName(f.Name); !ok {
+		return "the name is not allowed"
 	}
-	return "the name is not allowed"
+	// An allowed outer SNI says nothing of the inner one, which the
+	// server routes by.
+	if f.ECH {
+		return "the ClientHello carries an Encrypted ClientHello, whose inner SNI sluice cannot read"
+	}
+	return ""
 }
 
 // readFlight reads until Inspect can judge, MaxFlight bytes, or the

@@ -143,7 +143,7 @@ func TestEncryptedClientHelloIsRefused(t *testing.T) {
 		_, stderr := f.probe(t, []string{"--allow", "cdn.test"}, "tls-ech", "cdn.test", "4", "443", "evil.test", outer)
 		want := "(TLS SNI " + outer + "): the ClientHello carries an Encrypted ClientHello"
 		if outer == "public.test" {
-			want = "(TLS SNI public.test): the name is not allowed"
+			want = "(TLS SNI public.test): the address was allowed for cdn.test"
 		}
 		if !strings.Contains(stderr, want) {
 			t.Errorf("outer %s: no %q in:\n%s", outer, want, stderr)
