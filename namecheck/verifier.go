@@ -79,7 +79,7 @@ func (r Refusal) String() string {
 
 // Stats are a verifier's counters.
 type Stats struct {
-	Checked atomic.Uint64 // connections judged
+	Checked atomic.Uint64 // connections judged (their first flight came, or its time ran out)
 	Refused atomic.Uint64 // refused (or, in audit mode, would have been)
 	Failed  atomic.Uint64 // allowed, but the original address could not be reached
 }
@@ -170,7 +170,6 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		reset(c)
 		return
 	}
-	v.stats.Checked.Add(1)
 	buf, f, err := readFlight(c, v.cfg.FlightTimeout)
 	if err != nil {
 		if errors.Is(err, errIncomplete) {
@@ -181,6 +180,7 @@ func (v *Verifier) handle(c *net.TCPConn) {
 			return
 		}
 	}
+	v.stats.Checked.Add(1)
 	if why := v.judge(f); why != "" {
 		r := Refusal{PID: o.PID, Comm: o.Comm, Dst: o.Dst, Flight: f, Reason: why, Audit: v.cfg.Audit}
 		if v.cfg.LearnedFrom != nil {
