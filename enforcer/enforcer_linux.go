@@ -113,7 +113,8 @@ type Options struct {
 	// use (a container's): the resolver and the proxy listen on its
 	// loopback, where the datapath sends their DNS and they find the
 	// proxy. Upstream queries and proxied connections still leave from
-	// the enforcer's own namespace.
+	// the enforcer's own namespace; the name verifier's connections leave
+	// from NetNS, since they stand in for the program's own.
 	NetNS *os.File
 	// UnixSockets are unix sockets the session may reach besides its
 	// policy's and the built-in list (BuiltinUnixSockets): the daemon's
@@ -138,6 +139,7 @@ type Session struct {
 	// verifyPorts are its loopback ports (IPv4, then IPv6 if any).
 	verifier    *namecheck.Verifier
 	verifyPorts []uint16
+	verifyDial  *nsDialer // dials from netns (nil: from ours)
 	adopted     bool
 	attached    bool // AttachSession: the cgroup is someone else's (a container's)
 	closed      bool
@@ -572,6 +574,9 @@ func (s *Session) Close() error {
 	}
 	if s.verifier != nil {
 		s.verifier.Close()
+	}
+	if s.verifyDial != nil {
+		s.verifyDial.close()
 	}
 	if s.proxy != nil {
 		_ = s.proxy.Close()

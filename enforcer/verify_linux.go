@@ -3,10 +3,16 @@
 package enforcer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/loader"
@@ -24,9 +30,9 @@ type VerifyOptions struct {
 
 // startVerifier serves the session's verifier on loopback of the
 // session's network namespace (where the datapath's redirect lands, as
-// the DNS redirect's does) and points the datapath at it. As with the
-// proxy, the verifier dials the original address from the enforcer's
-// own namespace.
+// the DNS redirect's does) and points the datapath at it. Unlike the
+// proxy's, the verifier's connection to the original address leaves from
+// the session's namespace too: it stands in for the program's own.
 func (s *Session) startVerifier(opts Options) error {
 	var onRefuse func(namecheck.Refusal)
 	if opts.Verify != nil {
@@ -44,6 +50,13 @@ func (s *Session) startVerifier(opts Options) error {
 	}
 	if s.resolver != nil {
 		cfg.LearnedFrom = s.resolver.LearnedFrom
+	}
+	if s.netns != nil {
+		// The program's connection leaves from its own namespace (a
+		// container's routes and firewall), as it would have without
+		// the verifier in the middle.
+		s.verifyDial = newNSDialer(s.netns, 4)
+		cfg.Dial = s.verifyDial.dial
 	}
 	v := namecheck.New(cfg)
 	var l4, l6 net.Listener
@@ -78,6 +91,71 @@ func (s *Session) startVerifier(opts Options) error {
 	}
 	return s.e.dp.SetVerifier(id, s.verifyPorts[0], p6)
 }
+
+// nsDialer dials from another network namespace: a socket belongs to the
+// namespace of the thread that creates it, so a few goroutines locked to
+// threads inside it take the dials (a thread per dial would cost a clone
+// each), and a dial that finds them all busy gets a thread of its own.
+type nsDialer struct {
+	ns   *os.File
+	reqs chan dialReq
+	once sync.Once
+}
+
+type dialReq struct {
+	ctx     context.Context
+	network string
+	addr    string
+	res     chan dialRes
+}
+
+type dialRes struct {
+	c   net.Conn
+	err error
+}
+
+func newNSDialer(ns *os.File, n int) *nsDialer {
+	d := &nsDialer{ns: ns, reqs: make(chan dialReq)}
+	for range n {
+		go d.serve()
+	}
+	return d
+}
+
+// serve is one dialling thread. It never unlocks: the thread ends with
+// the goroutine (see package netns).
+func (d *nsDialer) serve() {
+	runtime.LockOSThread()
+	err := unix.Setns(int(d.ns.Fd()), unix.CLONE_NEWNET)
+	var nd net.Dialer
+	for r := range d.reqs {
+		if err != nil {
+			r.res <- dialRes{err: fmt.Errorf("enter the session's network namespace: %w", err)}
+			continue
+		}
+		c, derr := nd.DialContext(r.ctx, r.network, r.addr)
+		r.res <- dialRes{c, derr}
+	}
+}
+
+func (d *nsDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	r := dialReq{ctx: ctx, network: network, addr: addr, res: make(chan dialRes, 1)}
+	select {
+	case d.reqs <- r:
+		res := <-r.res
+		return res.c, res.err
+	default:
+	}
+	var c net.Conn
+	err := netns.Do(d.ns, func() (err error) {
+		var nd net.Dialer
+		c, err = nd.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+func (d *nsDialer) close() { d.once.Do(func() { close(d.reqs) }) }
 
 // VerifierStats are the session verifier's counters; ok is false without
 // one.
