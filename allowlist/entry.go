@@ -59,6 +59,12 @@ type Entry struct {
 	// Ports is the entry's port rule ("ports"); nil allows every port. In
 	// an entry returned by a Policy it is the union of its owners' ports.
 	Ports *Ports
+	// Verify is how a connection to an address learned for this entry's
+	// names is judged beyond its address ("verify" in the file): by the
+	// name its first bytes carry, or by address alone. Only name entries
+	// may set it. In an entry returned by a Policy it is the strictest any
+	// owner asked for.
+	Verify Verify
 	// Owners lists who asked for the entry, first come first. Nil means the
 	// entry was written without an owner (a plain string or an --allow flag).
 	// The empty string inside a longer list stands for that unowned request

@@ -260,7 +260,7 @@ func (fp *fileParser) element(i, at int, el json.RawMessage) {
 	case '{':
 		var o object
 		o, err = parseObject(el)
-		text, g = o.host, grant{owner: o.owner, private: o.private, ports: o.ports}
+		text, g = o.host, grant{owner: o.owner, private: o.private, ports: o.ports, verify: o.verify}
 		if !o.hasHost {
 			text = truncate(string(el), 60)
 		}
@@ -274,6 +274,9 @@ func (fp *fileParser) element(i, at int, el json.RawMessage) {
 	}
 	if err == nil {
 		err = checkGrantOptions(t, g.private)
+	}
+	if err == nil {
+		err = checkVerify(t, g.verify)
 	}
 	if err != nil {
 		line, col := fp.position(at)
@@ -290,6 +293,7 @@ type object struct {
 	owner   string
 	private bool
 	ports   *Ports
+	verify  Verify
 }
 
 // parseObject reads {"host": ..., "owner": ..., "allow_private": ...}. It
@@ -353,8 +357,20 @@ func parseObject(el json.RawMessage) (object, error) {
 				continue
 			}
 			o.ports = p
+		case "verify":
+			var s string
+			if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+				fail(fmt.Errorf(`"verify" must be "name" or "address", not %s`, jsonKind(v)))
+				continue
+			}
+			vm, err := ParseVerify(s)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			o.verify = vm
 		default:
-			fail(fmt.Errorf(`unknown key %q: an entry object has "host", "owner", "allow_private" and "ports"`, key))
+			fail(fmt.Errorf(`unknown key %q: an entry object has "host", "owner", "allow_private", "ports" and "verify"`, key))
 		}
 	}
 	if firstErr == nil && !o.hasHost {

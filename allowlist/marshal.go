@@ -73,7 +73,7 @@ func (p *Policy) itemsOrNil() []item {
 
 // encodeGrant writes one element; comma and colon carry the spacing.
 func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
-	if g.owner == "" && !g.private && g.ports == nil {
+	if g.owner == "" && !g.private && g.ports == nil && g.verify == VerifyDefault {
 		writeString(b, t.String())
 		return
 	}
@@ -99,6 +99,10 @@ func encodeGrant(b *bytes.Buffer, t target, g grant, comma, colon string) {
 			}
 		}
 		b.WriteString("]")
+	}
+	if g.verify != VerifyDefault {
+		b.WriteString(comma + `"verify"` + colon)
+		writeString(b, string(g.verify))
 	}
 	b.WriteString("}")
 }

@@ -217,10 +217,16 @@ func uncovered(m *Policy, e Entry, prefixes []netip.Prefix) string {
 		if e.AllowPrivate && !me.AllowPrivate {
 			return fmt.Sprintf("allow_private is set, but the machine entry %s does not allow private addresses", me)
 		}
+		if r := widerVerify(e.Verify, me.Verify, me.String()); r != "" {
+			return r
+		}
 	case KindWildcard:
 		i, ok := m.wildcardOver(e.Name, true)
 		if !ok {
 			return fmt.Sprintf("no machine wildcard covers it (it needs *.%s or a broader wildcard)", e.Name)
+		}
+		if r := widerVerify(e.Verify, m.items[i].verify(), m.items[i].t.String()); r != "" {
+			return r
 		}
 		if !e.AllowPrivate {
 			return ""
@@ -237,6 +243,29 @@ func uncovered(m *Policy, e Entry, prefixes []netip.Prefix) string {
 		if !coveredBy(e.Prefix, prefixes) {
 			return "no machine prefix contains it"
 		}
+	}
+	return ""
+}
+
+// widerVerify says why a session entry's "verify" loosens the machine
+// entry's, or "": "address" judges more connections by address alone than
+// the default does, and the default more than "name".
+func widerVerify(session, machine Verify, me string) string {
+	rank := func(v Verify) int {
+		switch v {
+		case VerifyName:
+			return 2
+		case VerifyAddress:
+			return 0
+		}
+		return 1
+	}
+	if rank(session) < rank(machine) {
+		m := string(machine)
+		if m == "" {
+			m = "the default rule"
+		}
+		return fmt.Sprintf("\"verify\": %q checks fewer connections than the machine entry %s (%s)", string(session), me, m)
 	}
 	return ""
 }

@@ -32,11 +32,27 @@ type grant struct {
 	owner   string
 	private bool
 	ports   *Ports // nil: every port
+	verify  Verify
 }
 
 type item struct {
 	t      target
 	grants []grant // never empty, first request first
+}
+
+// verify is the strongest rule any grant asked for: "name" over "address"
+// over the default, so that merging never loosens a check someone wrote.
+func (it item) verify() Verify {
+	v := VerifyDefault
+	for _, g := range it.grants {
+		if g.verify == VerifyName {
+			return VerifyName
+		}
+		if g.verify == VerifyAddress {
+			v = VerifyAddress
+		}
+	}
+	return v
 }
 
 func (it item) allowPrivate() bool {
@@ -51,7 +67,7 @@ func (it item) allowPrivate() bool {
 // entry builds the exported view; it copies, so callers cannot reach into
 // the policy.
 func (it item) entry() Entry {
-	e := Entry{Kind: it.t.kind, Name: it.t.name, Prefix: it.t.prefix, AllowPrivate: it.allowPrivate(), Ports: it.ports().clone()}
+	e := Entry{Kind: it.t.kind, Name: it.t.name, Prefix: it.t.prefix, AllowPrivate: it.allowPrivate(), Ports: it.ports().clone(), Verify: it.verify()}
 	if len(it.grants) == 1 && it.grants[0].owner == "" {
 		return e
 	}
@@ -86,6 +102,9 @@ func (b *builder) add(t target, g grant) {
 		if gs[j].owner == g.owner {
 			gs[j].private = gs[j].private || g.private
 			gs[j].ports = UnionPorts(gs[j].ports, g.ports)
+			if g.verify == VerifyName || gs[j].verify == VerifyDefault {
+				gs[j].verify = g.verify
+			}
 			return
 		}
 	}
@@ -155,11 +174,15 @@ func New(entries []Entry) (*Policy, error) {
 			errs = append(errs, &EntryError{Index: i, Entry: e.String(), Err: err})
 			continue
 		}
+		if err := checkVerify(t, e.Verify); err != nil {
+			errs = append(errs, &EntryError{Index: i, Entry: e.String(), Err: err})
+			continue
+		}
 		if len(e.Owners) == 0 {
-			b.add(t, grant{private: e.AllowPrivate, ports: e.Ports.normal()})
+			b.add(t, grant{private: e.AllowPrivate, ports: e.Ports.normal(), verify: e.Verify})
 		}
 		for _, o := range e.Owners {
-			b.add(t, grant{owner: o, private: e.AllowPrivate, ports: e.Ports.normal()})
+			b.add(t, grant{owner: o, private: e.AllowPrivate, ports: e.Ports.normal(), verify: e.Verify})
 		}
 	}
 	if err := problems(errs); err != nil {

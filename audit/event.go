@@ -56,6 +56,11 @@ const (
 	MapFull        = "map_full"
 	UpstreamFailed = "dns_upstream_failed"
 	ProxyRefused   = "proxy_refused"
+	// NameRefused: a connection to an address the session learned for an
+	// allowed name carried another name (TLS SNI, HTTP Host), or none
+	// (package namecheck); NameAudit: it would have been refused.
+	NameRefused = "name_refused"
+	NameAudit   = "name_would_refuse"
 	// SandboxDenied: the session's Landlock domain refused a process of
 	// the session access to one outside it (ptrace, pidfd_getfd,
 	// process_vm_*, /proc/PID/mem, a signal), read from the kernel's
@@ -84,5 +89,5 @@ const (
 // Types lists every event type, in the order docs/audit.md gives them.
 var Types = []string{DaemonStarted, DaemonStopped, SessionStarted, SessionAdopted, SessionEnded,
 	EgressDenied, EgressAudit, DNSRefused, DNSAudit, Rebinding, RebindingAudit, CapReached, MapFull,
-	UpstreamFailed, ProxyRefused, SandboxDenied, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused,
+	UpstreamFailed, ProxyRefused, NameRefused, NameAudit, SandboxDenied, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused,
 	PermissionAsked, PermissionGranted, PermissionDenied, PermissionTimeout, Suppressed}

@@ -210,6 +210,7 @@ struct verdict {
 	__u8 family;
 	__u8 proto;
 	__s32 arg0, arg1, arg2;
+	__u8 learned; /* judge_addr allowed it as a learned address (verify.h) */
 };
 
 static __always_inline int is_v4mapped(const __u32 ip[4])
@@ -334,11 +335,13 @@ static __always_inline int judge_addr(struct verdict *v)
 	if (l) {
 		if (bpf_ktime_get_boot_ns() < l->expires) {
 			if (!(s->flags & SESSION_PORT_RULES)) {
+				v->learned = 1;
 				count(v->cgroup, COUNTER_ALLOWED);
 				return 1;
 			}
 			__u32 *r = bpf_map_lookup_elem(&learned_ports, &lk);
 			if (!r || port_in(v, *r)) {
+				v->learned = 1;
 				count(v->cgroup, COUNTER_ALLOWED);
 				return 1;
 			}

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "dns_redirect.h"
+#include "verify.h"
 
 /* loopback_session judges a loopback destination of a session in
  * loopback "session" mode: only ports its own processes bound and its
@@ -75,7 +76,9 @@ static __always_inline int judge4(struct bpf_sock_addr *ctx, __u8 hook)
 	v.hook = hook;
 	v.family = AF_INET;
 	v.proto = ctx->protocol;
-	return judge_addr(&v);
+	if (!judge_addr(&v))
+		return 0;
+	return v.learned ? verify_connect(ctx, &v, 0, hook == HOOK_CONNECT4) : 1;
 }
 
 static __always_inline int judge6(struct bpf_sock_addr *ctx, __u8 hook)
@@ -95,7 +98,9 @@ static __always_inline int judge6(struct bpf_sock_addr *ctx, __u8 hook)
 	 * IPv4 rules, which the shared ::ffff:0:0/96 key space does. */
 	v.family = is_v4mapped(v.ip) ? AF_INET : AF_INET6;
 	v.proto = ctx->protocol;
-	return judge_addr(&v);
+	if (!judge_addr(&v))
+		return 0;
+	return v.learned ? verify_connect(ctx, &v, 1, hook == HOOK_CONNECT6) : 1;
 }
 
 SEC("cgroup/connect4")

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "dns_redirect.h"
+#include "verify.h"
 
 /* restore_dns makes a reply from the session's resolver look as if it came
  * from the server the program asked (recvmsg), and a connected socket's
@@ -76,11 +77,15 @@ int sluice_recvmsg6(struct bpf_sock_addr *ctx)
 SEC("cgroup/getpeername4")
 int sluice_getpeername4(struct bpf_sock_addr *ctx)
 {
+	if (verify_restore(ctx, 0))
+		return 1;
 	return restore_dns(ctx, 0);
 }
 
 SEC("cgroup/getpeername6")
 int sluice_getpeername6(struct bpf_sock_addr *ctx)
 {
+	if (verify_restore(ctx, 1))
+		return 1;
 	return restore_dns(ctx, 1);
 }

@@ -20,6 +20,7 @@
 #include "common.h"
 #include "kdns.h"
 #include "dns_redirect.h"
+#include "verify.h"
 
 #include "connect.c"
 #include "recvmsg.c"
@@ -28,3 +29,4 @@
 #include "bind.c"
 #include "unix.c"
 #include "kdns.c"
+#include "verify.c"

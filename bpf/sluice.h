@@ -110,6 +110,9 @@ enum sluice_reason {
 	REASON_FOREIGN_LISTENER = 6, /* another session's sluice proxy or resolver */
 	REASON_LOOPBACK_PORT = 7,    /* loopback "session": not the session's listener nor a listed port */
 	REASON_PORT = 8,             /* allowed address, but not this port: event.arg0 is the port rule's id */
+	/* Name verification (verify.h): numbered apart from the other reasons. */
+	REASON_QUIC = 20,            /* UDP 443 to a learned address: QUIC hides the name it is for */
+	REASON_VERIFY_UNAVAILABLE = 21, /* the connection could not be handed to the session's verifier */
 };
 
 /* event.flags */
@@ -306,4 +309,47 @@ struct kdns_event {
 	__u16 pad2;
 	__u32 pid;
 	__u8 msg[KDNS_MSG_MAX];
+};
+
+/* ---- Name verification on learned addresses (verify.h, issue 18) ---- */
+
+#define VERIFY_MAX_PENDING (16 * 1024)
+
+/* A session whose name-checked TCP connections go to its verifier, keyed
+ * by cgroup id: the verifier's loopback ports (network order) on
+ * 127.0.0.1 and ::1 of the session's network namespace; port6 == 0 sends
+ * IPv6 connections to ::ffff:127.0.0.1. */
+struct verify_session {
+	__u16 port4;
+	__u16 port6;
+	__u32 flags; /* unused, zero */
+};
+
+/* verify_addrs values: how a learned address is judged when an entry with
+ * "verify" taught it. Without a value: TCP ports 80 and 443 by name, every
+ * other port by address, UDP 443 (QUIC) refused. */
+enum sluice_verify_mode {
+	VERIFY_NAME = 1,    /* every TCP port by name */
+	VERIFY_ADDRESS = 2, /* by address, QUIC included */
+};
+
+/* Where a name-checked connection meant to go, and who made it: kept in
+ * the socket's storage at connect, copied into verify_pending (keyed by
+ * the loopback address and port it connects from) when its SYN leaves. */
+struct verify_orig {
+	__u32 ip[4]; /* network order, IPv4 as ::ffff:a.b.c.d */
+	__u16 port;  /* network order */
+	__u16 pad;
+	__u32 pid;
+	__u64 cgroup;
+	char comm[16];
+};
+
+/* Key of verify_pending: the session and the client end of the redirected
+ * connection, as the verifier's accept sees its peer. */
+struct verify_key {
+	__u64 session;
+	__u8 addr[16]; /* IPv4 as ::ffff:a.b.c.d */
+	__u32 port;    /* host order */
+	__u32 pad;
 };

@@ -264,7 +264,7 @@ func (s *Server) attachAdopted(name string, rec adoptRecord, netns *os.File, pid
 	// socket: a nested `sluice run` of the adopted process reaches the
 	// daemon through it. No proxy: nothing in a running process's
 	// environment could name its port.
-	es, err := s.e.AttachSession(name, enforcer.Options{Policy: s.machine.Load(), Audit: rec.Audit, DNS: ss.DNSOptions(),
+	es, err := s.e.AttachSession(name, enforcer.Options{Policy: s.machine.Load(), Audit: rec.Audit, DNS: ss.DNSOptions(), Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent},
 		SharedEvents: true, NetNS: netns, UnixSockets: []string{s.cfg.SocketPath}})
 	if err != nil {
 		return nil, err

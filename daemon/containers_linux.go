@@ -168,7 +168,7 @@ func (s *Server) attachContainer(name string, ref containers.Ref) error {
 	ss := s.attached(api.SessionInfo{Name: name, UID: 0, Created: time.Now().UTC(), Argv: []string{"container " + short},
 		PolicyName: choice.display()}, choice.requested, nil)
 	s.ctr.applyMu.Lock()
-	es, err := s.e.AttachSession(name, enforcer.Options{Policy: sessions.Intersect(choice.requested, s.machine.Load()), DNS: ss.DNSOptions(),
+	es, err := s.e.AttachSession(name, enforcer.Options{Policy: sessions.Intersect(choice.requested, s.machine.Load()), DNS: ss.DNSOptions(), Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent},
 		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, SharedEvents: true, NetNS: netns})
 	s.ctr.applyMu.Unlock()
 	if err != nil {

@@ -101,6 +101,8 @@ var (
 	descProxyMalformed = prometheus.NewDesc("sluice_proxy_malformed_total", "Requests a session's allowlist proxy refused as malformed.", []string{"session"}, nil)
 	descProxyActive    = prometheus.NewDesc("sluice_proxy_active_connections", "Client connections open to a session's allowlist proxy.", []string{"session"}, nil)
 	descProxyBytes     = prometheus.NewDesc("sluice_proxy_bytes_total", "Payload a session's allowlist proxy relayed, per direction (up: towards destinations).", []string{"session", "direction"}, nil)
+
+	descNameChecks = prometheus.NewDesc("sluice_name_checks_total", "Connections to addresses a session learned for a name whose TLS SNI or HTTP Host its verifier judged, per verdict (allowed, refused; failed: allowed, but the address could not be reached).", []string{"session", "verdict"}, nil)
 )
 
 // sessionCollector reads the datapath's counters at scrape time.
@@ -117,6 +119,7 @@ func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descProxyMalformed
 	ch <- descProxyActive
 	ch <- descProxyBytes
+	ch <- descNameChecks
 }
 
 func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
@@ -140,6 +143,12 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if st, ok := ss.Enforced().ProxyStats(); ok {
 			collectProxy(ch, ss.Info.Name, st)
+		}
+		if st, ok := ss.Enforced().VerifierStats(); ok {
+			refused := st.Refused.Load()
+			ch <- prometheus.MustNewConstMetric(descNameChecks, prometheus.CounterValue, float64(st.Checked.Load()-refused), ss.Info.Name, "allowed")
+			ch <- prometheus.MustNewConstMetric(descNameChecks, prometheus.CounterValue, float64(refused), ss.Info.Name, "refused")
+			ch <- prometheus.MustNewConstMetric(descNameChecks, prometheus.CounterValue, float64(st.Failed.Load()), ss.Info.Name, "failed")
 		}
 	}
 	if capacity := c.s.e.Datapath().LearnedCapacity(); capacity > 0 {

@@ -282,7 +282,7 @@ func (s *Server) adopt(r record) error {
 		requested, r.EnvSockets)
 	ss.ProxyPort = r.ProxyPort
 	policy := sessions.Intersect(requested, s.machine.Load())
-	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: ss.DNSOptions(),
+	es, err := s.e.Adopt(r.Name, enforcer.Options{Policy: policy, Audit: r.Audit, DNS: ss.DNSOptions(), Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent},
 		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent, Port: r.ProxyPort}, SharedEvents: true,
 		UnixSockets: append([]string{s.cfg.SocketPath}, r.EnvSockets...)}, r.DNSPort4, r.DNSPort6)
 	if err != nil {

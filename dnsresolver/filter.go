@@ -32,7 +32,8 @@ type Dropped struct {
 // (lower-case, fully qualified), so that it holds only what the session may
 // use: the CNAME chain that starts at qname, the A/AAAA records of its names
 // that are not rebinding addresses (unless allowPrivate), and the other
-// record types of those names. SVCB/HTTPS address hints are stripped. It
+// record types of those names. SVCB/HTTPS address hints and ECH configs
+// are stripped. It
 // returns the addresses to learn and those it dropped. The authority and
 // additional sections are emptied of everything but the OPT and SOA
 // records: glue would be unlearned addresses.
@@ -117,12 +118,29 @@ func isAAAA(rr dns.RR) bool {
 	return ok
 }
 
+// stripHints removes the address hints (unlearned addresses) and the ech
+// parameter of an SVCB/HTTPS record. Without an ECH config a client sends
+// its real SNI in the clear, which the session's verifier checks
+// (package namecheck); with one, the name the server routes by would be
+// encrypted. ech is also taken out of a "mandatory" list, which would
+// otherwise tell the client to ignore the record.
 func stripHints(kv []dns.SVCBKeyValue) []dns.SVCBKeyValue {
 	out := kv[:0]
 	for _, v := range kv {
-		switch v.(type) {
-		case *dns.SVCBIPv4Hint, *dns.SVCBIPv6Hint:
+		switch m := v.(type) {
+		case *dns.SVCBIPv4Hint, *dns.SVCBIPv6Hint, *dns.SVCBECHConfig:
 			continue
+		case *dns.SVCBMandatory:
+			keys := m.Code[:0]
+			for _, k := range m.Code {
+				if k != dns.SVCB_IPV4HINT && k != dns.SVCB_IPV6HINT && k != dns.SVCB_ECHCONFIG {
+					keys = append(keys, k)
+				}
+			}
+			if len(keys) == 0 {
+				continue
+			}
+			m.Code = keys
 		}
 		out = append(out, v)
 	}

@@ -269,10 +269,17 @@ func TestFilterAnswerSections(t *testing.T) {
 func TestFilterAnswerStripsSVCBHints(t *testing.T) {
 	m := answerMsg(t, "api.example.com.", dns.TypeHTTPS,
 		"api.example.com. 300 IN HTTPS 1 . alpn=h2,h3 port=8443 ipv4hint=203.0.113.5,10.0.0.5 ipv6hint=2001:db8::5 ech=AEX+DQBBpQAgACCW2/dfOBZAtQU55/znnA==",
-		"api.example.com. 300 IN SVCB 1 svc.example.net. alpn=h2 ipv4hint=127.0.0.1",
+		"api.example.com. 300 IN SVCB 1 svc.example.net. mandatory=alpn,ech alpn=h2 ipv4hint=127.0.0.1 ech=AEX+DQBBpQAgACCW2/dfOBZAtQU55/znnA==",
 		"unrelated.example.org. 300 IN HTTPS 1 . alpn=h2 ipv4hint=203.0.113.66",
 	)
 	learn, dropped := FilterAnswer(m, "api.example.com.", false)
+	if svcb, ok := m.Answer[1].(*dns.SVCB); ok {
+		for _, v := range svcb.Value {
+			if mk, ok := v.(*dns.SVCBMandatory); ok && (len(mk.Code) != 1 || mk.Code[0] != dns.SVCB_ALPN) {
+				t.Errorf("mandatory %v, want alpn alone", mk.Code)
+			}
+		}
+	}
 	if len(learn) != 0 || len(dropped) != 0 {
 		t.Errorf("hints must be neither learned nor reported: learned %v, dropped %v", learn, dropped)
 	}
@@ -297,8 +304,11 @@ func TestFilterAnswerStripsSVCBHints(t *testing.T) {
 		if !keys[dns.SVCB_ALPN] {
 			t.Errorf("%v lost its alpn", rr)
 		}
-		if _, ok := rr.(*dns.HTTPS); ok && (!keys[dns.SVCB_PORT] || !keys[dns.SVCB_ECHCONFIG]) {
-			t.Errorf("%v lost port or ech", rr)
+		if _, ok := rr.(*dns.HTTPS); ok && !keys[dns.SVCB_PORT] {
+			t.Errorf("%v lost its port", rr)
+		}
+		if keys[dns.SVCB_ECHCONFIG] {
+			t.Errorf("%v still has an ECH config", rr)
 		}
 	}
 	// The stripped records still pack.

@@ -26,6 +26,13 @@ type PortLearner interface {
 	Teach(addr netip.Addr, name string) error
 }
 
+// NameLearner is a Learner that also hears which name taught an address
+// (the first time that name does): the datapath keeps the verify rule of
+// the name's entry per address.
+type NameLearner interface {
+	LearnName(addr netip.Addr, name string) error
+}
+
 // ErrCapReached says a name already has MaxIPsPerName learned addresses.
 var ErrCapReached = errors.New("per-name cap on learned addresses reached")
 
@@ -150,6 +157,11 @@ func (s *learnedSet) learn(l Learner, name string, now time.Duration, addrs []ne
 		}
 		switch j := find(cur, a); {
 		case j < 0:
+			if nl, ok := l.(NameLearner); ok {
+				if err := nl.LearnName(a, name); err != nil {
+					return err
+				}
+			}
 			cur = append(cur, nameUse{addr: a, expires: exp})
 		case cur[j].expires < exp:
 			cur[j].expires = exp

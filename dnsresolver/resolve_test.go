@@ -370,9 +370,11 @@ func TestRebindingAnswers(t *testing.T) {
 	}
 }
 
+// ...and their ECH configs (issue 18): a client without one sends its
+// real SNI, which the session's verifier checks.
 func TestHTTPSRecordsLoseHints(t *testing.T) {
 	z := zone{
-		"api.example.com. HTTPS": {"api.example.com. 300 IN HTTPS 1 . alpn=h2,h3 ipv4hint=203.0.113.5 ipv6hint=2001:db8::5"},
+		"api.example.com. HTTPS": {"api.example.com. 300 IN HTTPS 1 . alpn=h2,h3 ipv4hint=203.0.113.5 ipv6hint=2001:db8::5 ech=AEX+DQBBpQAgACCW2/dfOBZAtQU55/znnA=="},
 		"api.example.com. SVCB":  {"api.example.com. 300 IN SVCB 1 svc.example.net. alpn=h2 ipv4hint=10.0.0.5"},
 	}
 	e := newEnv(t, z, nil)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
 	"github.com/sluice-dev/sluice/netns"
@@ -40,11 +41,13 @@ type DNSOptions struct {
 	preferPort4, preferPort6 uint16 // Adopt: the ports the datapath already redirects to
 }
 
-// sessionLearner teaches one session's learned-IP map.
+// sessionLearner teaches one session's learned-IP map, and the verify
+// mode of addresses learned for entries that set "verify".
 type sessionLearner struct {
-	dp    *loader.Datapath
-	id    uint64
-	ports *portTable
+	dp     *loader.Datapath
+	id     uint64
+	ports  *portTable
+	policy func() *allowlist.Policy
 }
 
 // Teach gives a the port rule of name before it is learned
@@ -60,6 +63,14 @@ func (l sessionLearner) Teach(a netip.Addr, name string) error {
 	return err
 }
 
+// LearnName records the verify mode of the entry that allowed name for a.
+func (l sessionLearner) LearnName(a netip.Addr, name string) error {
+	if m := verifyMode(l.policy(), name); m != 0 {
+		return l.dp.SetVerifyMode(l.id, a, m)
+	}
+	return nil
+}
+
 func (l sessionLearner) Learn(a netip.Addr, expires time.Duration) error {
 	err := l.dp.Learn(l.id, a, expires)
 	if errors.Is(err, loader.ErrMapFull) {
@@ -71,7 +82,10 @@ func (l sessionLearner) Learn(a netip.Addr, expires time.Duration) error {
 // Forget removes a only once its entry has expired: the kernel DNS path
 // may have extended it since the resolver learned it.
 func (l sessionLearner) Forget(a netip.Addr) error {
-	return l.dp.ForgetExpired(l.id, a, loader.BootTime())
+	if err := l.dp.ForgetExpired(l.id, a, loader.BootTime()); err != nil {
+		return err
+	}
+	return l.dp.ForgetVerifyMode(l.id, a)
 }
 
 // startResolver starts the session's resolver on loopback and points the
@@ -88,7 +102,7 @@ func (s *Session) startResolver(opts Options) error {
 	r, err := dnsresolver.New(dnsresolver.Config{
 		Policy:          opts.Policy,
 		Upstreams:       ups,
-		Learner:         sessionLearner{dp: s.e.dp, id: s.cg.ID(), ports: s.ports},
+		Learner:         sessionLearner{dp: s.e.dp, id: s.cg.ID(), ports: s.ports, policy: s.Policy},
 		Clock:           loader.BootTime,
 		Audit:           opts.Audit,
 		MinTTL:          d.MinTTL,

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/namecheck"
 	"github.com/sluice-dev/sluice/proxy"
 	"github.com/sluice-dev/sluice/sandbox"
 )
@@ -101,6 +102,9 @@ type Options struct {
 	DNS *DNSOptions
 	// Proxy starts the session's allowlist proxy; nil: no proxy.
 	Proxy *ProxyOptions
+	// Verify configures the session's name verifier, which every session
+	// with DNS has (verify_linux.go); nil: it reports to nobody.
+	Verify *VerifyOptions
 	// SharedEvents sends the session's deny events to the datapath's global
 	// ring buffer (a daemon reads them all there) instead of a ring buffer
 	// of its own, which costs two RCU grace periods per session.
@@ -109,7 +113,8 @@ type Options struct {
 	// use (a container's): the resolver and the proxy listen on its
 	// loopback, where the datapath sends their DNS and they find the
 	// proxy. Upstream queries and proxied connections still leave from
-	// the enforcer's own namespace.
+	// the enforcer's own namespace; the name verifier's connections leave
+	// from NetNS, since they stand in for the program's own.
 	NetNS *os.File
 	// UnixSockets are unix sockets the session may reach besides its
 	// policy's and the built-in list (BuiltinUnixSockets): the daemon's
@@ -130,10 +135,15 @@ type Session struct {
 	proxy     *proxy.Proxy
 	proxyAddr netip.AddrPort
 	proxyErr  error // Adopt: why the proxy could not be restarted
-	adopted   bool
-	attached  bool // AttachSession: the cgroup is someone else's (a container's)
-	closed    bool
-	netns     *os.File // AttachSession: where the listeners live; nil: ours
+	// verifier judges the names of connections to learned addresses;
+	// verifyPorts are its loopback ports (IPv4, then IPv6 if any).
+	verifier    *namecheck.Verifier
+	verifyPorts []uint16
+	verifyDial  *nsDialer // dials from netns (nil: from ours)
+	adopted     bool
+	attached    bool // AttachSession: the cgroup is someone else's (a container's)
+	closed      bool
+	netns       *os.File // AttachSession: where the listeners live; nil: ours
 	// registered: the session's entry is in the datapath (SetSession
 	// applies to it from then on).
 	registered bool
@@ -264,6 +274,9 @@ func (s *Session) configure(opts Options) error {
 			return err
 		}
 		if err := s.registerListeners(); err != nil {
+			return err
+		}
+		if err := s.startVerifier(opts); err != nil {
 			return err
 		}
 	}
@@ -571,6 +584,12 @@ func (s *Session) Close() error {
 	if s.resolver != nil {
 		s.resolver.Close()
 	}
+	if s.verifier != nil {
+		s.verifier.Close()
+	}
+	if s.verifyDial != nil {
+		s.verifyDial.close()
+	}
 	if s.proxy != nil {
 		_ = s.proxy.Close()
 	}
@@ -589,7 +608,7 @@ func (s *Session) Close() error {
 			if s.policy != nil {
 				known.Prefixes = s.policy.Prefixes()
 			}
-			for _, p := range []uint16{s.cfg.DNSPort4, s.cfg.DNSPort6, s.proxyAddr.Port()} {
+			for _, p := range append([]uint16{s.cfg.DNSPort4, s.cfg.DNSPort6, s.proxyAddr.Port()}, s.verifyPorts...) {
 				if p != 0 {
 					known.Ports = append(known.Ports, p)
 				}

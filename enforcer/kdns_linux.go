@@ -135,6 +135,9 @@ func (s *Session) startKDNS(opts Options, ups []string) error {
 	if err := s.e.dp.KDNSSupported(); err != nil {
 		return err
 	}
+	if hasVerify(opts.Policy) {
+		return errVerifyKDNS
+	}
 	cfg, ok := kdnsConfig(s.resolver, ups, opts.DNS)
 	cfg.Failover = opts.DNS.Path == DNSPathAuto
 	if !ok {

@@ -78,6 +78,10 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 	if s.resolver != nil {
 		s.resolver.SetPolicy(p)
 	}
+	if s.kdnsCfg != nil && hasVerify(p) {
+		_ = s.e.dp.ClearKDNS(s.cg.ID())
+		s.kdnsCfg, s.kdnsErr = nil, errVerifyKDNS
+	}
 	if s.kdnsCfg != nil {
 		if err := s.e.dp.SetKDNS(s.cg.ID(), *s.kdnsCfg, kdnsNames(p)); err != nil {
 			// A name the kernel cannot hold: everything to the resolver,
@@ -193,6 +197,10 @@ func (e *Enforcer) Adopt(name string, opts Options, dnsPort4, dnsPort6 uint16) (
 			return nil, err
 		}
 		if err := s.registerListeners(); err != nil {
+			s.lock.Close()
+			return nil, err
+		}
+		if err := s.startVerifier(opts); err != nil {
 			s.lock.Close()
 			return nil, err
 		}

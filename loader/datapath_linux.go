@@ -49,6 +49,7 @@ var attachments = []attachment{
 	{"link_post_bind6", ebpf.AttachCGroupInet6PostBind, func(o *sluiceObjects) *ebpf.Program { return o.SluicePostBind6 }},
 	{"link_connect_unix", ebpf.AttachCgroupUnixConnect, func(o *sluiceObjects) *ebpf.Program { return o.SluiceConnectUnix }},
 	{"link_sendmsg_unix", ebpf.AttachCgroupUnixSendmsg, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSendmsgUnix }},
+	{"link_sockops", ebpf.AttachCGroupSockOps, func(o *sluiceObjects) *ebpf.Program { return o.SluiceSockops }},
 }
 
 // Datapath is an open handle on the pinned datapath. Closing it releases

@@ -66,6 +66,11 @@ const (
 	// ReasonPort: the address is allowed, the port is not (the allowlist's
 	// "ports"); Event.Args[0] is the session's id of the rule.
 	ReasonPort = Reason(sluiceSluiceReasonREASON_PORT)
+	// ReasonQUIC: UDP 443 to an address learned for a name (bpf/verify.h).
+	ReasonQUIC = Reason(sluiceSluiceReasonREASON_QUIC)
+	// ReasonVerifyUnavailable: a name-checked connection could not be
+	// handed to the session's verifier (no socket storage).
+	ReasonVerifyUnavailable = Reason(sluiceSluiceReasonREASON_VERIFY_UNAVAILABLE)
 )
 
 // String is the explanation a user reads.
@@ -87,6 +92,10 @@ func (r Reason) String() string {
 		return `loopback "session": not a listener of this session nor in loopback_ports`
 	case ReasonPort:
 		return "the address is allowed, but not this port"
+	case ReasonQUIC:
+		return `QUIC (UDP 443) to an address learned for a name: its name is encrypted, so it cannot be checked; clients fall back to TCP ("verify": "address" on the entry allows it)`
+	case ReasonVerifyUnavailable:
+		return "the connection's name could not be checked (no socket storage for the verifier)"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }

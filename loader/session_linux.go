@@ -270,6 +270,7 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 		}
 	}
 	del(d.objs.Sessions, cgid, "policy")
+	d.removeVerify(cgid, &errs)
 	if err := d.ClearKDNS(cgid); err != nil {
 		errs = append(errs, err)
 	}

@@ -219,14 +219,16 @@ const (
 type sluiceSluiceReason uint32
 
 const (
-	sluiceSluiceReasonREASON_NOT_ALLOWED      sluiceSluiceReason = 1
-	sluiceSluiceReasonREASON_NO_SESSION       sluiceSluiceReason = 2
-	sluiceSluiceReasonREASON_EXPIRED          sluiceSluiceReason = 3
-	sluiceSluiceReasonREASON_SOCKET_TYPE      sluiceSluiceReason = 4
-	sluiceSluiceReasonREASON_SOURCE_ROUTE     sluiceSluiceReason = 5
-	sluiceSluiceReasonREASON_FOREIGN_LISTENER sluiceSluiceReason = 6
-	sluiceSluiceReasonREASON_LOOPBACK_PORT    sluiceSluiceReason = 7
-	sluiceSluiceReasonREASON_PORT             sluiceSluiceReason = 8
+	sluiceSluiceReasonREASON_NOT_ALLOWED        sluiceSluiceReason = 1
+	sluiceSluiceReasonREASON_NO_SESSION         sluiceSluiceReason = 2
+	sluiceSluiceReasonREASON_EXPIRED            sluiceSluiceReason = 3
+	sluiceSluiceReasonREASON_SOCKET_TYPE        sluiceSluiceReason = 4
+	sluiceSluiceReasonREASON_SOURCE_ROUTE       sluiceSluiceReason = 5
+	sluiceSluiceReasonREASON_FOREIGN_LISTENER   sluiceSluiceReason = 6
+	sluiceSluiceReasonREASON_LOOPBACK_PORT      sluiceSluiceReason = 7
+	sluiceSluiceReasonREASON_PORT               sluiceSluiceReason = 8
+	sluiceSluiceReasonREASON_QUIC               sluiceSluiceReason = 20
+	sluiceSluiceReasonREASON_VERIFY_UNAVAILABLE sluiceSluiceReason = 21
 )
 
 type sluiceSluiceSessionFlag uint32
@@ -243,6 +245,13 @@ type sluiceSluiceUnixVerdict uint32
 const (
 	sluiceSluiceUnixVerdictUNIX_ALLOWED sluiceSluiceUnixVerdict = 1
 	sluiceSluiceUnixVerdictUNIX_QUIET   sluiceSluiceUnixVerdict = 2
+)
+
+type sluiceSluiceVerifyMode uint32
+
+const (
+	sluiceSluiceVerifyModeVERIFY_NAME    sluiceSluiceVerifyMode = 1
+	sluiceSluiceVerifyModeVERIFY_ADDRESS sluiceSluiceVerifyMode = 2
 )
 
 type sluiceUnixEvent struct {
@@ -292,6 +301,31 @@ type sluiceUnixScratch struct {
 	Pad    uint32
 }
 
+type sluiceVerifyKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Addr    [16]uint8
+	Port    uint32
+	Pad     uint32
+}
+
+type sluiceVerifyOrig struct {
+	_      structs.HostLayout
+	Ip     [4]uint32
+	Port   uint16
+	Pad    uint16
+	Pid    uint32
+	Cgroup uint64
+	Comm   [16]int8
+}
+
+type sluiceVerifySession struct {
+	_     structs.HostLayout
+	Port4 uint16
+	Port6 uint16
+	Flags uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -322,6 +356,10 @@ const (
 	sluiceMapUnixAllowed         = "unix_allowed"
 	sluiceMapUnixGlobs           = "unix_globs"
 	sluiceMapUnixScratch         = "unix_scratch"
+	sluiceMapVerifyAddrs         = "verify_addrs"
+	sluiceMapVerifyOrigins       = "verify_origins"
+	sluiceMapVerifyPending       = "verify_pending"
+	sluiceMapVerifySessions      = "verify_sessions"
 	sluiceProgSluiceConnect4     = "sluice_connect4"
 	sluiceProgSluiceConnect6     = "sluice_connect6"
 	sluiceProgSluiceConnectUnix  = "sluice_connect_unix"
@@ -339,6 +377,7 @@ const (
 	sluiceProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
 	sluiceProgSluiceSetsockopt   = "sluice_setsockopt"
 	sluiceProgSluiceSockCreate   = "sluice_sock_create"
+	sluiceProgSluiceSockops      = "sluice_sockops"
 	sluiceVarHaveSetRetval       = "have_set_retval"
 	sluiceVarUnusedCounter       = "unused_counter"
 	sluiceVarUnusedEvent         = "unused_event"
@@ -354,6 +393,7 @@ const (
 	sluiceVarUnusedSessionFlag   = "unused_session_flag"
 	sluiceVarUnusedUnixEvent     = "unused_unix_event"
 	sluiceVarUnusedUnixVerdict   = "unused_unix_verdict"
+	sluiceVarUnusedVerifyMode    = "unused_verify_mode"
 )
 
 // loadSluice returns the embedded CollectionSpec for sluice.
@@ -415,6 +455,7 @@ type sluiceProgramSpecs struct {
 	SluiceSendmsgUnix  *ebpf.ProgramSpec `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
+	SluiceSockops      *ebpf.ProgramSpec `ebpf:"sluice_sockops"`
 }
 
 // sluiceMapSpecs contains maps before they are loaded into the kernel.
@@ -447,6 +488,10 @@ type sluiceMapSpecs struct {
 	UnixAllowed       *ebpf.MapSpec `ebpf:"unix_allowed"`
 	UnixGlobs         *ebpf.MapSpec `ebpf:"unix_globs"`
 	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
+	VerifyAddrs       *ebpf.MapSpec `ebpf:"verify_addrs"`
+	VerifyOrigins     *ebpf.MapSpec `ebpf:"verify_origins"`
+	VerifyPending     *ebpf.MapSpec `ebpf:"verify_pending"`
+	VerifySessions    *ebpf.MapSpec `ebpf:"verify_sessions"`
 }
 
 // sluiceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -468,6 +513,7 @@ type sluiceVariableSpecs struct {
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
 	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
+	UnusedVerifyMode   *ebpf.VariableSpec `ebpf:"unused_verify_mode"`
 }
 
 // sluiceObjects contains all objects after they have been loaded into the kernel.
@@ -516,6 +562,10 @@ type sluiceMaps struct {
 	UnixAllowed       *ebpf.Map `ebpf:"unix_allowed"`
 	UnixGlobs         *ebpf.Map `ebpf:"unix_globs"`
 	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
+	VerifyAddrs       *ebpf.Map `ebpf:"verify_addrs"`
+	VerifyOrigins     *ebpf.Map `ebpf:"verify_origins"`
+	VerifyPending     *ebpf.Map `ebpf:"verify_pending"`
+	VerifySessions    *ebpf.Map `ebpf:"verify_sessions"`
 }
 
 func (m *sluiceMaps) Close() error {
@@ -546,6 +596,10 @@ func (m *sluiceMaps) Close() error {
 		m.UnixAllowed,
 		m.UnixGlobs,
 		m.UnixScratch,
+		m.VerifyAddrs,
+		m.VerifyOrigins,
+		m.VerifyPending,
+		m.VerifySessions,
 	)
 }
 
@@ -568,6 +622,7 @@ type sluiceVariables struct {
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
 	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
+	UnusedVerifyMode   *ebpf.Variable `ebpf:"unused_verify_mode"`
 }
 
 // sluicePrograms contains all programs after they have been loaded into the kernel.
@@ -591,6 +646,7 @@ type sluicePrograms struct {
 	SluiceSendmsgUnix  *ebpf.Program `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
+	SluiceSockops      *ebpf.Program `ebpf:"sluice_sockops"`
 }
 
 func (p *sluicePrograms) Close() error {
@@ -612,6 +668,7 @@ func (p *sluicePrograms) Close() error {
 		p.SluiceSendmsgUnix,
 		p.SluiceSetsockopt,
 		p.SluiceSockCreate,
+		p.SluiceSockops,
 	)
 }
 

@@ -70,6 +70,12 @@ func (r *Reporter) Report(e audit.Event, who func() string) {
 	case audit.ProxyRefused:
 		r.denied++
 		r.dests[fmt.Sprintf("%s:%d", e.Host, e.Port)] = true
+	case audit.NameRefused:
+		r.denied++
+		r.dests[fmt.Sprintf("%s:%d", e.Dst, e.Port)] = true
+	case audit.NameAudit:
+		r.audited++
+		r.auditDests[fmt.Sprintf("%s:%d", e.Dst, e.Port)] = true
 	case audit.SandboxDenied:
 		r.sandbox++
 	case audit.SessionStarted, audit.SessionEnded:

@@ -139,7 +139,7 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	ss.cmdStarted = make(chan struct{})
 	es, err := sv.e.NewSession(enforcer.Options{Policy: plan.Policy, Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: ss.DNSOptions(),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, SharedEvents: sv.cfg.SharedEvents, UnixSockets: sv.cfg.UnixSockets, NetNS: w.NetNS})
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent}, SharedEvents: sv.cfg.SharedEvents, UnixSockets: sv.cfg.UnixSockets, NetNS: w.NetNS})
 	if err != nil {
 		return nil, wrapf(Invalid, err, "session")
 	}

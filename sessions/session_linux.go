@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer"
 	"github.com/sluice-dev/sluice/exitstatus"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/namecheck"
 	"github.com/sluice-dev/sluice/proxy"
 )
 
@@ -236,6 +237,12 @@ func (ss *Session) ProxyEvent(ev proxy.Event) {
 	} else if ss.h.Note != nil {
 		ss.h.Note("proxy: " + ev.String())
 	}
+}
+
+// NameEvent reports the session verifier's refusals (package namecheck).
+func (ss *Session) NameEvent(r namecheck.Refusal) {
+	ss.waitStarted()
+	ss.Deliver(audit.FromNameCheck(ss.Info.Name, r))
 }
 
 // Deliver sends a deny event to the sink within the session's rate limit

@@ -116,6 +116,8 @@ var rooms = []struct {
 	{"sandbox", []string{"enforcer", "daemon", "api", "proxy", "userspace", "dnsresolver", "loader", "cmd", "ci"}},
 	{"sandbox/seccomp", []string{""}}, // assembled from UAPI values alone
 	{"proxy", []string{"enforcer", "daemon", "api", "sandbox", "userspace", "loader", "dnsresolver", "cmd", "ci"}},
+	// The verifier judges bytes against a policy: no datapath, no session.
+	{"namecheck", []string{"enforcer", "daemon", "api", "sandbox", "userspace", "loader", "dnsresolver", "proxy", "sessions", "cmd", "ci"}},
 	{"userspace", []string{"enforcer", "daemon", "api", "loader", "cmd", "ci"}},
 	{"netns", []string{""}},
 	{"internal/atomicfile", []string{""}},

@@ -176,6 +176,31 @@ type kdnstestUnixScratch struct {
 	Pad    uint32
 }
 
+type kdnstestVerifyKey struct {
+	_       structs.HostLayout
+	Session uint64
+	Addr    [16]uint8
+	Port    uint32
+	Pad     uint32
+}
+
+type kdnstestVerifyOrig struct {
+	_      structs.HostLayout
+	Ip     [4]uint32
+	Port   uint16
+	Pad    uint16
+	Pid    uint32
+	Cgroup uint64
+	Comm   [16]int8
+}
+
+type kdnstestVerifySession struct {
+	_     structs.HostLayout
+	Port4 uint16
+	Port6 uint16
+	Flags uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -206,6 +231,10 @@ const (
 	kdnstestMapUnixAllowed         = "unix_allowed"
 	kdnstestMapUnixGlobs           = "unix_globs"
 	kdnstestMapUnixScratch         = "unix_scratch"
+	kdnstestMapVerifyAddrs         = "verify_addrs"
+	kdnstestMapVerifyOrigins       = "verify_origins"
+	kdnstestMapVerifyPending       = "verify_pending"
+	kdnstestMapVerifySessions      = "verify_sessions"
 	kdnstestProgKdnsTestEgress     = "kdns_test_egress"
 	kdnstestProgKdnsTestIngress    = "kdns_test_ingress"
 	kdnstestProgSluiceConnect4     = "sluice_connect4"
@@ -225,6 +254,7 @@ const (
 	kdnstestProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
 	kdnstestProgSluiceSetsockopt   = "sluice_setsockopt"
 	kdnstestProgSluiceSockCreate   = "sluice_sock_create"
+	kdnstestProgSluiceSockops      = "sluice_sockops"
 	kdnstestVarHaveSetRetval       = "have_set_retval"
 	kdnstestVarUnusedCounter       = "unused_counter"
 	kdnstestVarUnusedEvent         = "unused_event"
@@ -240,6 +270,7 @@ const (
 	kdnstestVarUnusedSessionFlag   = "unused_session_flag"
 	kdnstestVarUnusedUnixEvent     = "unused_unix_event"
 	kdnstestVarUnusedUnixVerdict   = "unused_unix_verdict"
+	kdnstestVarUnusedVerifyMode    = "unused_verify_mode"
 )
 
 // loadKdnstest returns the embedded CollectionSpec for kdnstest.
@@ -303,6 +334,7 @@ type kdnstestProgramSpecs struct {
 	SluiceSendmsgUnix  *ebpf.ProgramSpec `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
+	SluiceSockops      *ebpf.ProgramSpec `ebpf:"sluice_sockops"`
 }
 
 // kdnstestMapSpecs contains maps before they are loaded into the kernel.
@@ -335,6 +367,10 @@ type kdnstestMapSpecs struct {
 	UnixAllowed       *ebpf.MapSpec `ebpf:"unix_allowed"`
 	UnixGlobs         *ebpf.MapSpec `ebpf:"unix_globs"`
 	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
+	VerifyAddrs       *ebpf.MapSpec `ebpf:"verify_addrs"`
+	VerifyOrigins     *ebpf.MapSpec `ebpf:"verify_origins"`
+	VerifyPending     *ebpf.MapSpec `ebpf:"verify_pending"`
+	VerifySessions    *ebpf.MapSpec `ebpf:"verify_sessions"`
 }
 
 // kdnstestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -356,6 +392,7 @@ type kdnstestVariableSpecs struct {
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
 	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
+	UnusedVerifyMode   *ebpf.VariableSpec `ebpf:"unused_verify_mode"`
 }
 
 // kdnstestObjects contains all objects after they have been loaded into the kernel.
@@ -404,6 +441,10 @@ type kdnstestMaps struct {
 	UnixAllowed       *ebpf.Map `ebpf:"unix_allowed"`
 	UnixGlobs         *ebpf.Map `ebpf:"unix_globs"`
 	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
+	VerifyAddrs       *ebpf.Map `ebpf:"verify_addrs"`
+	VerifyOrigins     *ebpf.Map `ebpf:"verify_origins"`
+	VerifyPending     *ebpf.Map `ebpf:"verify_pending"`
+	VerifySessions    *ebpf.Map `ebpf:"verify_sessions"`
 }
 
 func (m *kdnstestMaps) Close() error {
@@ -434,6 +475,10 @@ func (m *kdnstestMaps) Close() error {
 		m.UnixAllowed,
 		m.UnixGlobs,
 		m.UnixScratch,
+		m.VerifyAddrs,
+		m.VerifyOrigins,
+		m.VerifyPending,
+		m.VerifySessions,
 	)
 }
 
@@ -456,6 +501,7 @@ type kdnstestVariables struct {
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
 	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
+	UnusedVerifyMode   *ebpf.Variable `ebpf:"unused_verify_mode"`
 }
 
 // kdnstestPrograms contains all programs after they have been loaded into the kernel.
@@ -481,6 +527,7 @@ type kdnstestPrograms struct {
 	SluiceSendmsgUnix  *ebpf.Program `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
+	SluiceSockops      *ebpf.Program `ebpf:"sluice_sockops"`
 }
 
 func (p *kdnstestPrograms) Close() error {
@@ -504,6 +551,7 @@ func (p *kdnstestPrograms) Close() error {
 		p.SluiceSendmsgUnix,
 		p.SluiceSetsockopt,
 		p.SluiceSockCreate,
+		p.SluiceSockops,
 	)
 }
 

@@ -29,31 +29,33 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	sluice     string
-	instance   string
-	rounds     int
-	cidrs      int
-	scale      float64
-	seed       uint64
-	budget     time.Duration
-	timeout    time.Duration
-	breakdown  bool
-	strict     bool
-	dns        bool
-	only       string
-	workers    *regexp.Regexp
-	dnsOpts    dnsOptions
-	daemon     bool
-	daemonOpts daemonOptions
-	proxy      bool
-	proxyOpts  proxyOptions
-	kdns       bool // the kernel DNS path against the resolver path (kdns_linux.go)
-	kdnsRounds int
-	kdnsDur    time.Duration
-	workersDNS string // the worker session's DNS path ("none": no DNS)
-	jobs       bool   // the realistic jobs on every DNS path (jobs_linux.go)
-	jobsRounds int
-	portRules  bool // the worker session has port rules; the cycle's entry has none
+	sluice      string
+	instance    string
+	rounds      int
+	cidrs       int
+	scale       float64
+	seed        uint64
+	budget      time.Duration
+	timeout     time.Duration
+	breakdown   bool
+	strict      bool
+	dns         bool
+	only        string
+	workers     *regexp.Regexp
+	dnsOpts     dnsOptions
+	daemon      bool
+	daemonOpts  daemonOptions
+	proxy       bool
+	proxyOpts   proxyOptions
+	kdns        bool // the kernel DNS path against the resolver path (kdns_linux.go)
+	kdnsRounds  int
+	kdnsDur     time.Duration
+	workersDNS  string // the worker session's DNS path ("none": no DNS)
+	jobs        bool   // the realistic jobs on every DNS path (jobs_linux.go)
+	jobsRounds  int
+	names       bool // name verification: TLS through the session's verifier (names_linux.go)
+	namesRounds int
+	portRules   bool // the worker session has port rules; the cycle's entry has none
 }
 
 func main() {
@@ -68,7 +70,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 720*time.Second, "give up (and clean up) after this long")
 	flag.BoolVar(&o.breakdown, "breakdown", true, "when \"sluice run\" misses its target, trace one run with strace to show where the time goes")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
-	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), \"kdns\" (the kernel DNS path against the resolver path, in sessions) or \"jobs\" (the realistic jobs)")
+	flag.StringVar(&o.only, "only", "", "run only this part: \"dns\" or \"proxy\" (need neither root nor the kernel), \"daemon\", \"run\" (the `sluice run -- true` rows), \"kdns\" (the kernel DNS path against the resolver path, in sessions), \"jobs\" (the realistic jobs) or \"names\" (name verification)")
 	flag.BoolVar(&o.kdns, "kdns", true, "measure the kernel DNS path against the resolver path, in real sessions (about 100 s)")
 	flag.IntVar(&o.kdnsRounds, "kdns-rounds", 5, "rounds of the kernel DNS path benchmark (three arms each)")
 	flag.DurationVar(&o.kdnsDur, "kdns-dur", 1500*time.Millisecond, "measured time of each case of the kernel DNS path benchmark (shorter cases, more rounds: finer alternation on a busy machine)")
@@ -76,6 +78,8 @@ func main() {
 	flag.BoolVar(&o.jobs, "jobs", true, "measure the realistic jobs (curl processes, a Go client) unconfined and on every DNS path (about 80 s)")
 	flag.IntVar(&o.jobsRounds, "jobs-rounds", 5, "rounds of the realistic jobs (four arms each)")
 	flag.BoolVar(&o.portRules, "port-rules", false, "give the worker session port rules (loader.FlagPortRules) while the cycle's entry has none, so that the cycle pays a session-with-ports' lookups")
+	flag.BoolVar(&o.names, "names", true, "measure name verification: new TLS connections and a bulk stream through the session's verifier, the TCP connect to an IP entry beside them (about 30 s)")
+	flag.IntVar(&o.namesRounds, "names-rounds", 5, "rounds of the name verification part (three arms each)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)
 		return err
@@ -89,9 +93,9 @@ func main() {
 
 func run(o options) int {
 	dnsOnly, daemonOnly, proxyOnly, runOnly := o.only == "dns", o.only == "daemon", o.only == "proxy", o.only == "run"
-	kdnsOnly, jobsOnly := o.only == "kdns", o.only == "jobs"
-	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly && !jobsOnly {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\", \"kdns\" and \"jobs\"\n", o.only)
+	kdnsOnly, jobsOnly, namesOnly := o.only == "kdns", o.only == "jobs", o.only == "names"
+	if o.only != "" && !dnsOnly && !daemonOnly && !proxyOnly && !runOnly && !kdnsOnly && !jobsOnly && !namesOnly {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: the parts that run alone are \"dns\", \"proxy\", \"daemon\", \"run\", \"kdns\", \"jobs\" and \"names\"\n", o.only)
 		return 2
 	}
 	if err := o.proxyOpts.validate(); (o.proxy || proxyOnly) && err != nil {
@@ -119,6 +123,8 @@ func run(o options) int {
 		minTimeout = kdnsBudget
 	case jobsOnly:
 		minTimeout = jobsBudget
+	case namesOnly:
+		minTimeout = namesBudget
 	case o.dns:
 		minTimeout += dnsBudget
 	}
@@ -133,6 +139,9 @@ func run(o options) int {
 	}
 	if o.jobs && o.only == "" {
 		minTimeout += jobsBudget
+	}
+	if o.names && o.only == "" {
+		minTimeout += namesBudget
 	}
 	if !dnsOnly && !proxyOnly && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it loads BPF programs and creates cgroups and network namespaces): sudo make bench")
@@ -169,6 +178,8 @@ func run(o options) int {
 		measure = benchKDNSOnly
 	case jobsOnly:
 		measure = benchJobsOnly
+	case namesOnly:
+		measure = benchNamesOnly
 	}
 	missed, err := measure(ctx, o)
 	if err != nil {
@@ -222,6 +233,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 	var jobsRes *jobsResult
 	if o.jobs {
 		if jobsRes, err = measureJobs(ctx, o.instance, o.jobsRounds); err != nil {
+			return false, err
+		}
+	}
+	// So does name verification.
+	var namesRes *namesResult
+	if o.names {
+		if namesRes, err = measureNames(ctx, o.instance, o.namesRounds); err != nil {
 			return false, err
 		}
 	}
@@ -410,6 +428,13 @@ func bench(ctx context.Context, o options) (missed bool, err error) {
 		jobsRes.describe(w)
 		fmt.Fprintln(w)
 		missed = missed || jobsRes.missed()
+	}
+	if namesRes != nil {
+		namesRes.write(w)
+		fmt.Fprintln(w)
+		namesRes.describe(w)
+		fmt.Fprintln(w)
+		missed = missed || namesRes.missed()
 	}
 	roundsNote := fmt.Sprintf("%d rounds", rounds)
 	if rounds < o.rounds || len(rt.wall.a) < o.rounds {

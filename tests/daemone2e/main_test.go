@@ -109,6 +109,9 @@ func newFixtureMount(t *testing.T, flags []string, mountSetup string, allowed ..
 	zone := world.Zone(map[string][]string{
 		"allowed.test.":  {"A 203.0.113.10"},
 		"allowed2.test.": {"A 203.0.113.10"},
+		// One CDN address serving an allowed and a denied name (names_test.go).
+		"cdn.test.":  {"A 203.0.113.30", "AAAA 2001:db8:2::30"},
+		"evil.test.": {"A 203.0.113.30", "AAAA 2001:db8:2::30"},
 		"many.test.": {"A 203.0.113.31", "A 203.0.113.32", "A 203.0.113.33", "A 203.0.113.34", "A 203.0.113.35",
 			"A 203.0.113.36", "A 203.0.113.37", "A 203.0.113.38", "A 203.0.113.39", "A 203.0.113.40"},
 	})

@@ -72,6 +72,9 @@ var zone = map[string][]string{
 	"x.y.wild.test.":     {"A 203.0.113.10"},
 	"wild.test.":         {"A 203.0.113.10"},
 	"second.test.":       {"A 203.0.113.20"},
+	// One CDN address serving an allowed and a denied name (names_test.go).
+	"cdn.test.":  {"A 203.0.113.30", "AAAA 2001:db8:2::30"},
+	"evil.test.": {"A 203.0.113.30", "AAAA 2001:db8:2::30"},
 }
 
 // fixture is a world with the authoritative server and a foreign resolver.

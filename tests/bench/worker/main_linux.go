@@ -28,6 +28,11 @@
 //	curl     the realistic job A (job_linux.go): -requests curl processes in
 //	         turn, each a name lookup through glibc and a new connection to
 //	         http://PREFIX-N.ZONE/; prints the job's wall time in ns
+//	tls      -conns new TLS connections (connect and handshake with -sni) to
+//	         -addrs, each timed; prints the times in ns (names_linux.go)
+//	conn     the same without TLS: connect and close
+//	bulk     one request (Host -sni) to -addrs, the answer read to its end;
+//	         prints bytes per second
 //	goclient the realistic job B: the same requests from one Go HTTP client
 //	         with a new connection and lookup per request
 //	cycle    a program's real cycle on an allowed remote address: socket,
@@ -78,7 +83,15 @@ func main() {
 	d.flags()
 	var j jobLoad
 	j.flags()
+	var nl nameLoad
+	nl.flags()
 	flag.Parse()
+	if *op == "tls" || *op == "bulk" || *op == "conn" {
+		if err := nl.run(*op, *addrs); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *op == "curl" || *op == "goclient" {
 		if err := j.run(*op); err != nil {
 			fail(err)

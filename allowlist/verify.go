@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package allowlist
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Verify is an entry's "verify": how a connection to an address the
+// session learned for the entry's names is judged beyond the address.
+// Behind a CDN one address serves many names, chosen by the TLS SNI and
+// the HTTP Host, so an allowed name's address alone lets every other name
+// of the CDN through.
+type Verify string
+
+// The values of "verify".
+const (
+	// VerifyDefault (no "verify"): TCP ports 80 and 443 are checked by
+	// name, every other port is judged by address (SSH to a git host
+	// names no host), and UDP 443 (QUIC, whose name is encrypted) is
+	// refused so that clients fall back to TCP.
+	VerifyDefault Verify = ""
+	// VerifyName checks every TCP port by name: the connection's first
+	// bytes must be a TLS ClientHello with an allowed SNI or an HTTP/1
+	// request with an allowed Host; QUIC is refused.
+	VerifyName Verify = "name"
+	// VerifyAddress judges the entry's addresses by address alone, every
+	// port, QUIC included: the rule before names were checked, for names
+	// whose address the user knows is theirs alone.
+	VerifyAddress Verify = "address"
+)
+
+// ParseVerify reads a "verify" value.
+func ParseVerify(s string) (Verify, error) {
+	switch Verify(s) {
+	case VerifyName, VerifyAddress:
+		return Verify(s), nil
+	}
+	return "", fmt.Errorf(`"verify" must be "name" or "address", not %q`, s)
+}
+
+// checkVerify rejects "verify" on addresses: an IP or CIDR entry already
+// names exactly the addresses it allows, and is always judged by address.
+func checkVerify(t target, v Verify) error {
+	switch v {
+	case VerifyDefault:
+		return nil
+	case VerifyName, VerifyAddress:
+		if t.kind == KindPrefix {
+			return errors.New(`"verify" applies to host names only: an IP or CIDR entry is always judged by address`)
+		}
+		return nil
+	}
+	return fmt.Errorf(`"verify" must be "name" or "address", not %q`, string(v))
+}

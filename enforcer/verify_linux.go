@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package enforcer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/namecheck"
+	"github.com/sluice-dev/sluice/netns"
+)
+
+// VerifyOptions configure a session's name verifier (package namecheck):
+// every session with a resolver has one, since the addresses it learns
+// are the ones a CDN shares with other names.
+type VerifyOptions struct {
+	// OnRefuse receives the verifier's refusals.
+	OnRefuse func(namecheck.Refusal)
+}
+
+// startVerifier serves the session's verifier on loopback of the
+// session's network namespace (where the datapath's redirect lands, as
+// the DNS redirect's does) and points the datapath at it. Unlike the
+// proxy's, the verifier's connection to the original address leaves from
+// the session's namespace too: it stands in for the program's own.
+func (s *Session) startVerifier(opts Options) error {
+	var onRefuse func(namecheck.Refusal)
+	if opts.Verify != nil {
+		onRefuse = opts.Verify.OnRefuse
+	}
+	id := s.cg.ID()
+	cfg := namecheck.Config{
+		Policy: s.Policy,
+		Origin: func(peer netip.AddrPort) (namecheck.Origin, bool) {
+			o, ok := s.e.dp.TakeOrigin(id, peer)
+			return namecheck.Origin{Dst: o.Dst, PID: o.PID, Comm: o.Comm}, ok
+		},
+		OnRefuse: onRefuse,
+		Audit:    opts.Audit,
+	}
+	if s.resolver != nil {
+		cfg.LearnedFrom = s.resolver.LearnedFrom
+	}
+	if s.netns != nil {
+		// The program's connection leaves from its own namespace (a
+		// container's routes and firewall), as it would have without
+		// the verifier in the middle.
+		s.verifyDial = newNSDialer(s.netns, 4)
+		cfg.Dial = s.verifyDial.dial
+	}
+	v := namecheck.New(cfg)
+	var l4, l6 net.Listener
+	err := netns.Do(s.netns, func() (err error) {
+		if l4, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+			return fmt.Errorf("name verifier: %w", err)
+		}
+		// Without IPv6 loopback the datapath sends IPv6 connections to
+		// ::ffff:127.0.0.1, as it does DNS.
+		l6, _ = net.Listen("tcp6", "[::1]:0")
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.verifier = v
+	for _, l := range []net.Listener{l4, l6} {
+		if l == nil {
+			continue
+		}
+		port := uint16(l.Addr().(*net.TCPAddr).Port)
+		s.verifyPorts = append(s.verifyPorts, port)
+		if err := s.e.dp.SetListener(port, id); err != nil {
+			l.Close()
+			return err
+		}
+		go func() { _ = v.Serve(l) }()
+	}
+	p6 := uint16(0)
+	if len(s.verifyPorts) > 1 {
+		p6 = s.verifyPorts[1]
+	}
+	return s.e.dp.SetVerifier(id, s.verifyPorts[0], p6)
+}
+
+// nsDialer dials from another network namespace: a socket belongs to the
+// namespace of the thread that creates it, so a few goroutines locked to
+// threads inside it take the dials (a thread per dial would cost a clone
+// each), and a dial that finds them all busy gets a thread of its own.
+type nsDialer struct {
+	ns   *os.File
+	reqs chan dialReq
+	once sync.Once
+}
+
+type dialReq struct {
+	ctx     context.Context
+	network string
+	addr    string
+	res     chan dialRes
+}
+
+type dialRes struct {
+	c   net.Conn
+	err error
+}
+
+func newNSDialer(ns *os.File, n int) *nsDialer {
+	d := &nsDialer{ns: ns, reqs: make(chan dialReq)}
+	for range n {
+		go d.serve()
+	}
+	return d
+}
+
+// serve is one dialling thread. It never unlocks: the thread ends with
+// the goroutine (see package netns).
+func (d *nsDialer) serve() {
+	runtime.LockOSThread()
+	err := unix.Setns(int(d.ns.Fd()), unix.CLONE_NEWNET)
+	var nd net.Dialer
+	for r := range d.reqs {
+		if err != nil {
+			r.res <- dialRes{err: fmt.Errorf("enter the session's network namespace: %w", err)}
+			continue
+		}
+		c, derr := nd.DialContext(r.ctx, r.network, r.addr)
+		r.res <- dialRes{c, derr}
+	}
+}
+
+func (d *nsDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	r := dialReq{ctx: ctx, network: network, addr: addr, res: make(chan dialRes, 1)}
+	select {
+	case d.reqs <- r:
+		res := <-r.res
+		return res.c, res.err
+	default:
+	}
+	var c net.Conn
+	err := netns.Do(d.ns, func() (err error) {
+		var nd net.Dialer
+		c, err = nd.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+func (d *nsDialer) close() { d.once.Do(func() { close(d.reqs) }) }
+
+// VerifierStats are the session verifier's counters; ok is false without
+// one.
+func (s *Session) VerifierStats() (st *namecheck.Stats, ok bool) {
+	if s.verifier == nil {
+		return nil, false
+	}
+	return s.verifier.Stats(), true
+}
+
+// verifyMode is the datapath's mode for an address learned for name.
+func verifyMode(p *allowlist.Policy, name string) loader.VerifyMode {
+	e, ok := p.MatchName(name)
+	if !ok {
+		return 0
+	}
+	switch e.Verify {
+	case allowlist.VerifyName:
+		return loader.VerifyName
+	case allowlist.VerifyAddress:
+		return loader.VerifyAddress
+	}
+	return 0
+}
+
+// hasVerify reports whether an entry of p sets "verify".
+func hasVerify(p *allowlist.Policy) bool {
+	for _, e := range p.Names() {
+		if e.Verify != allowlist.VerifyDefault {
+			return true
+		}
+	}
+	return false
+}
+
+// errVerifyKDNS keeps a session with "verify" entries on the resolver
+// path: the kernel DNS path learns addresses without their entry's mode.
+var errVerifyKDNS = errors.New(`an entry sets "verify": the session's DNS stays on the resolver path, which learns each address with its entry's rule`)

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package namecheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/allowlist"
+)
+
+// FlightTimeout bounds the wait for a connection's first bytes. A client
+// that waits for the server to speak first (SMTP, MySQL) on a checked
+// port is refused when it runs out: such protocols name no host anyway.
+const FlightTimeout = 10 * time.Second
+
+// Origin is where a connection handed to the verifier meant to go, and
+// who made it (the datapath's record, bpf/verify.h).
+type Origin struct {
+	Dst  netip.AddrPort
+	PID  uint32
+	Comm string
+}
+
+// Config configures a session's verifier.
+type Config struct {
+	// Policy is the session's current policy.
+	Policy func() *allowlist.Policy
+	// Origin returns and forgets the original destination of the
+	// connection accepted from peer; ok false: the datapath sent none.
+	Origin func(peer netip.AddrPort) (Origin, bool)
+	// LearnedFrom names the names an address was learned for (may be nil).
+	LearnedFrom func(netip.Addr) []string
+	// OnRefuse receives every refusal (and, in audit mode, every
+	// connection that would have been refused).
+	OnRefuse func(Refusal)
+	// Audit lets refused connections through, reporting them.
+	Audit bool
+	// Dial reaches the original destination; nil: a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// FlightTimeout overrides FlightTimeout (tests).
+	FlightTimeout time.Duration
+}
+
+// Refusal is a connection refused because of the name it carried.
+type Refusal struct {
+	PID        uint32
+	Comm       string
+	Dst        netip.AddrPort
+	Flight     Flight
+	LearnedFor []string
+	// Reason says why, without the destination.
+	Reason string
+	Audit  bool
+}
+
+// String is the line a user reads, after "sluice: ": "refused
+// curl[4242] -> 104.16.1.2:443 (TLS SNI attacker.example): the address was
+// allowed for registry.npmjs.org".
+func (r Refusal) String() string {
+	verb := "refused"
+	if r.Audit {
+		verb = "audit: would refuse"
+	}
+	what := string(r.Flight.Proto)
+	if r.Flight.Name != "" {
+		what += " " + r.Flight.Name
+	}
+	return fmt.Sprintf("%s %s[%d] -> %s (%s): %s", verb, r.Comm, r.PID, r.Dst, what, r.Reason)
+}
+
+// Stats are a verifier's counters.
+type Stats struct {
+	Checked atomic.Uint64 // connections judged (their first flight came, or its time ran out)
+	Refused atomic.Uint64 // refused (or, in audit mode, would have been)
+	Failed  atomic.Uint64 // allowed, but the original address could not be reached
+}
+
+// Verifier judges the connections the datapath sends it.
+type Verifier struct {
+	cfg   Config
+	stats Stats
+	mu    sync.Mutex
+	ls    []net.Listener
+	done  bool
+	conns sync.WaitGroup
+}
+
+// New returns a verifier; Serve it on the listeners the datapath sends
+// the session's checked connections to.
+func New(cfg Config) *Verifier {
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: 30 * time.Second}
+		cfg.Dial = d.DialContext
+	}
+	if cfg.FlightTimeout == 0 {
+		cfg.FlightTimeout = FlightTimeout
+	}
+	return &Verifier{cfg: cfg}
+}
+
+// Stats returns the verifier's counters.
+func (v *Verifier) Stats() *Stats { return &v.stats }
+
+// Serve accepts connections on l until Close (or l fails).
+func (v *Verifier) Serve(l net.Listener) error {
+	v.mu.Lock()
+	if v.done {
+		v.mu.Unlock()
+		l.Close()
+		return net.ErrClosed
+	}
+	v.ls = append(v.ls, l)
+	v.mu.Unlock()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			c.Close()
+			continue
+		}
+		v.conns.Go(func() { v.handle(tc) })
+	}
+}
+
+// Close stops accepting; connections already spliced go on until they end.
+func (v *Verifier) Close() {
+	v.mu.Lock()
+	v.done = true
+	ls := v.ls
+	v.ls = nil
+	v.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+}
+
+// reset closes c with a TCP reset (SO_LINGER 0), so that the client fails
+// at once instead of reading an orderly end of stream.
+func reset(c *net.TCPConn) {
+	_ = c.SetLinger(0)
+	c.Close()
+}
+
+func (v *Verifier) handle(c *net.TCPConn) {
+	peer, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		reset(c)
+		return
+	}
+	o, ok := v.cfg.Origin(peer)
+	if !ok {
+		// Not sent by the datapath: a process of the session dialled the
+		// verifier's port itself. Nothing to splice to.
+		reset(c)
+		return
+	}
+	buf, f, err := readFlight(c, v.cfg.FlightTimeout)
+	if err != nil {
+		if errors.Is(err, errIncomplete) {
+			f.Problem = "the client sent no complete first flight within " + v.cfg.FlightTimeout.String()
+		} else if f.Problem == "" {
+			// The client went away before a judgement: nothing to report.
+			reset(c)
+			return
+		}
+	}
+	v.stats.Checked.Add(1)
+	if why := v.judge(f); why != "" {
+		r := Refusal{PID: o.PID, Comm: o.Comm, Dst: o.Dst, Flight: f, Reason: why, Audit: v.cfg.Audit}
+		if v.cfg.LearnedFrom != nil {
+			r.LearnedFor = v.cfg.LearnedFrom(o.Dst.Addr())
+		}
+		if len(r.LearnedFor) > 0 {
+			r.Reason += "; the address was allowed for " + strings.Join(r.LearnedFor, ", ")
+			if why == "the name is not allowed" {
+				r.Reason = "the address was allowed for " + strings.Join(r.LearnedFor, ", ")
+			}
+		}
+		v.stats.Refused.Add(1)
+		if v.cfg.OnRefuse != nil {
+			v.cfg.OnRefuse(r)
+		}
+		if !v.cfg.Audit || err != nil {
+			reset(c)
+			return
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	v.splice(c, o.Dst, buf)
+}
+
+// judge returns why the flight is refused, or "".
+func (v *Verifier) judge(f Flight) string {
+	if f.Problem != "" {
+		return f.Problem
+	}
+	if f.Name == "" {
+		if f.Proto == ProtoTLS {
+			return "a ClientHello without SNI names no host"
+		}
+		return "the request names no host"
+	}
+	p := v.cfg.Policy()
+	if a, err := netip.ParseAddr(f.Name); err == nil {
+		if p.AllowsAddr(a.Unmap()) {
+			return ""
+		}
+		return "an IP address is not an allowed name"
+	}
+	if _, ok := p.MatchName(f.Name); !ok {
+		return "the name is not allowed"
+	}
+	// An allowed outer SNI says nothing of the inner one, which the
+	// server routes by.
+	if f.ECH {
+		return "the ClientHello carries an Encrypted ClientHello, whose inner SNI sluice cannot read"
+	}
+	return ""
+}
+
+// readFlight reads until Inspect can judge, MaxFlight bytes, or the
+// timeout.
+func readFlight(c *net.TCPConn, timeout time.Duration) ([]byte, Flight, error) {
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			nb := make([]byte, len(buf), min(2*cap(buf), MaxFlight))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		f, ierr := Inspect(buf)
+		if ierr == nil {
+			return buf, f, nil
+		}
+		if len(buf) >= MaxFlight {
+			return buf, Flight{Proto: f.Proto, Problem: "the first flight is longer than " + fmt.Sprint(MaxFlight) + " bytes"}, nil
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return buf, f, errIncomplete
+			}
+			return buf, f, err
+		}
+	}
+}
+
+// splice dials dst, sends it what the client sent so far, and copies both
+// ways until both directions end.
+func (v *Verifier) splice(c *net.TCPConn, dst netip.AddrPort, first []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	uc, err := v.cfg.Dial(ctx, "tcp", dst.String())
+	cancel()
+	if err != nil {
+		v.stats.Failed.Add(1)
+		reset(c)
+		return
+	}
+	up, ok := uc.(*net.TCPConn)
+	if !ok {
+		uc.Close()
+		reset(c)
+		return
+	}
+	if _, err := up.Write(first); err != nil {
+		reset(up)
+		reset(c)
+		return
+	}
+	var wg sync.WaitGroup
+	pipe := func(dst, src *net.TCPConn) {
+		defer wg.Done()
+		if _, err := io.Copy(dst, src); err != nil {
+			// A reset on one side is passed on as a reset.
+			reset(dst)
+			reset(src)
+			return
+		}
+		_ = dst.CloseWrite()
+	}
+	wg.Add(2)
+	go pipe(up, c)
+	go pipe(c, up)
+	wg.Wait()
+	c.Close()
+	up.Close()
+}

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build linux
+
+package world
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// CDN is a world host that serves many names on one address, as a CDN
+// does: a TLS server on port 443 that records the SNI of every ClientHello
+// it receives, and an HTTP server on port 80 (and inside the TLS) that
+// records every request's Host. Both answer "hello NAME".
+type CDN struct {
+	mu    sync.Mutex
+	snis  []string
+	hosts []string
+	quic  int
+}
+
+// QUIC is how many datagrams arrived on UDP port 443.
+func (c *CDN) QUIC() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.quic
+}
+
+// SNIs are the server names of the ClientHellos the CDN received ("" for
+// one without SNI), oldest first.
+func (c *CDN) SNIs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.snis...)
+}
+
+// Hosts are the Host headers of the requests it received.
+func (c *CDN) Hosts() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.hosts...)
+}
+
+// Saw reports whether any ClientHello or request named name.
+func (c *CDN) Saw(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range append(append([]string(nil), c.snis...), c.hosts...) {
+		if strings.EqualFold(s, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// selfSigned is a throwaway certificate for any name (clients of the
+// tests skip verification: the SNI is what is under test, not PKI).
+func selfSigned(t testing.TB) tls.Certificate {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cdn.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), DNSNames: []string{"*.test"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+}
+
+// ServeCDN starts the CDN on addrs (world hosts, added to the world's
+// loopback): TLS on 443, HTTP on 80. t.Cleanup stops it.
+func (w *World) ServeCDN(t testing.TB, addrs ...netip.Addr) *CDN {
+	t.Helper()
+	c := &CDN{}
+	cert := selfSigned(t)
+	handler := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		c.hosts = append(c.hosts, r.Host)
+		c.mu.Unlock()
+		fmt.Fprintf(rw, "hello %s\n", r.Host)
+	})
+	tcfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			c.mu.Lock()
+			c.snis = append(c.snis, h.ServerName)
+			c.mu.Unlock()
+			return nil, nil
+		},
+		NextProtos: []string{"http/1.1"},
+	}
+	for _, a := range addrs {
+		w.AddWorldAddr(t, a)
+		var l80, l443 net.Listener
+		var u443 net.PacketConn
+		if err := w.InWorld(func() (err error) {
+			if l80, err = net.Listen(network("tcp", a), netip.AddrPortFrom(a, 80).String()); err != nil {
+				return err
+			}
+			if u443, err = net.ListenPacket(network("udp", a), netip.AddrPortFrom(a, 443).String()); err != nil {
+				return err
+			}
+			l443, err = net.Listen(network("tcp", a), netip.AddrPortFrom(a, 443).String())
+			return err
+		}); err != nil {
+			t.Fatalf("world: CDN on %v: %v", a, err)
+		}
+		// UDP 443 stands for QUIC: it records and echoes each datagram.
+		go func() {
+			b := make([]byte, 2048)
+			for {
+				n, from, err := u443.ReadFrom(b)
+				if err != nil {
+					return
+				}
+				c.mu.Lock()
+				c.quic++
+				c.mu.Unlock()
+				_, _ = u443.WriteTo(b[:n], from)
+			}
+		}()
+		t.Cleanup(func() { u443.Close() })
+		for _, s := range []struct {
+			l   net.Listener
+			tls bool
+		}{{l80, false}, {l443, true}} {
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: serverIOTimeout, IdleTimeout: serverIOTimeout}
+			l := s.l
+			if s.tls {
+				l = tls.NewListener(l, tcfg)
+			}
+			go func() { _ = srv.Serve(l) }()
+			t.Cleanup(func() { srv.Close() })
+		}
+	}
+	return c
+}
+
+// ServeCDNReset forgets what c recorded, so that a test can show the
+// twin's records and then the confined run's apart.
+func (w *World) ServeCDNReset(c *CDN) *CDN {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snis, c.hosts, c.quic = nil, nil, 0
+	return c
+}
