@@ -16,9 +16,9 @@ import (
 // HTTP request heads beyond 16 KiB are refused by most servers anyway.
 const MaxFlight = 16*1024 + 5
 
-// errIncomplete: the first flight so far is a prefix of something
-// judgeable; read more.
-var errIncomplete = errors.New("incomplete")
+// ErrIncomplete says the first flight so far is a prefix of something
+// Inspect can judge: read more.
+var ErrIncomplete = errors.New("incomplete")
 
 // Proto is what the first flight was.
 type Proto string
@@ -42,11 +42,11 @@ type Flight struct {
 	Problem string
 }
 
-// Inspect reads the first flight b. It returns errIncomplete while b is
+// Inspect reads the first flight b. It returns ErrIncomplete while b is
 // a proper prefix of a ClientHello or an HTTP request head.
 func Inspect(b []byte) (Flight, error) {
 	if len(b) == 0 {
-		return Flight{}, errIncomplete
+		return Flight{}, ErrIncomplete
 	}
 	if b[0] == 0x16 {
 		return inspectTLS(b)
@@ -75,7 +75,7 @@ func inspectTLS(b []byte) (Flight, error) {
 	var hs []byte
 	for len(b) > 0 {
 		if len(b) < 5 {
-			return f, errIncomplete
+			return f, ErrIncomplete
 		}
 		if b[0] != 0x16 {
 			f.Problem = "a TLS record other than a handshake before the ClientHello ended"
@@ -98,7 +98,7 @@ func inspectTLS(b []byte) (Flight, error) {
 		}
 	}
 	if len(hs) < 4 {
-		return f, errIncomplete
+		return f, ErrIncomplete
 	}
 	if hs[0] != 1 {
 		f.Problem = "the first handshake message is not a ClientHello"
@@ -110,7 +110,7 @@ func inspectTLS(b []byte) (Flight, error) {
 		return f, nil
 	}
 	if len(hs) < 4+n {
-		return f, errIncomplete
+		return f, ErrIncomplete
 	}
 	if err := parseHello(hs[4:4+n], &f); err != nil {
 		f.Problem = "a malformed ClientHello: " + err.Error()
@@ -248,7 +248,7 @@ func inspectHTTP(b []byte) (Flight, error) {
 			f.Problem = "the HTTP request head is too long"
 			return f, nil
 		}
-		return f, errIncomplete
+		return f, ErrIncomplete
 	}
 	lines := strings.Split(string(b[:end]), "\r\n")
 	req := strings.Fields(lines[0])

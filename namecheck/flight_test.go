@@ -91,7 +91,7 @@ func TestInspectTLSFragmented(t *testing.T) {
 		body = body[n:]
 	}
 	for i := range rec {
-		if _, err := Inspect(rec[:i]); err != errIncomplete {
+		if _, err := Inspect(rec[:i]); err != ErrIncomplete {
 			t.Fatalf("prefix %d: %v", i, err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestInspectHTTP(t *testing.T) {
 			t.Errorf("%q: %+v %v", c.req, f, err)
 		}
 	}
-	if _, err := Inspect([]byte("GET / HTTP/1.1\r\nHost: a")); err != errIncomplete {
+	if _, err := Inspect([]byte("GET / HTTP/1.1\r\nHost: a")); err != ErrIncomplete {
 		t.Errorf("partial head: %v", err)
 	}
 	if f, _ := Inspect([]byte("SSH-2.0-OpenSSH_9.6\r\n")); f.Proto != ProtoNone {

@@ -172,7 +172,7 @@ func (v *Verifier) handle(c *net.TCPConn) {
 	}
 	buf, f, err := readFlight(c, v.cfg.FlightTimeout)
 	if err != nil {
-		if errors.Is(err, errIncomplete) {
+		if errors.Is(err, ErrIncomplete) {
 			f.Problem = "the client sent no complete first flight within " + v.cfg.FlightTimeout.String()
 		} else if f.Problem == "" {
 			// The client went away before a judgement: nothing to report.
@@ -257,7 +257,7 @@ func readFlight(c *net.TCPConn, timeout time.Duration) ([]byte, Flight, error) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return buf, f, errIncomplete
+				return buf, f, ErrIncomplete
 			}
 			return buf, f, err
 		}
