@@ -363,6 +363,31 @@ static __always_inline int judge_addr(struct verdict *v)
 
 #define LOOPBACK4 0x7f000001
 
+/* to_session_loopback points a connect/sendmsg at a listener of the session
+ * on loopback (its resolver, its name verifier): 127.0.0.1:port4, or
+ * ::1:port6 for a native IPv6 socket. A v4-mapped destination, or a
+ * listener without an IPv6 port (IPv6 off), goes to ::ffff:127.0.0.1 so a
+ * dual-stack socket still reaches the IPv4 listener. */
+static __always_inline void to_session_loopback(struct bpf_sock_addr *ctx, int v6, int mapped, __u16 port4, __u16 port6)
+{
+	if (!v6) {
+		ctx->user_ip4 = bpf_htonl(LOOPBACK4);
+		ctx->user_port = port4;
+	} else if (mapped || !port6) {
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0xffff);
+		ctx->user_ip6[3] = bpf_htonl(LOOPBACK4);
+		ctx->user_port = port4;
+	} else {
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = 0;
+		ctx->user_ip6[3] = bpf_htonl(1);
+		ctx->user_port = port6;
+	}
+}
+
 /* ip_options_source_route reports whether IPv4 options (the len bytes of
  * buf) carry loose or strict source routing (0x83, 0x89, with or without
  * the copy bit). Malformed options count as source routing: the kernel

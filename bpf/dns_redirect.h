@@ -150,24 +150,7 @@ static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 i
 		o->pad = 1;
 		return 1;
 	}
-	if (!v6) {
-		ctx->user_ip4 = bpf_htonl(LOOPBACK4);
-		ctx->user_port = s->dns_port4;
-	} else if (mapped || !s->dns_port6) {
-		/* Without a resolver on ::1 (IPv6 off), a dual-stack socket
-		 * still reaches the IPv4 one through the mapped address. */
-		ctx->user_ip6[0] = 0;
-		ctx->user_ip6[1] = 0;
-		ctx->user_ip6[2] = bpf_htonl(0xffff);
-		ctx->user_ip6[3] = bpf_htonl(LOOPBACK4);
-		ctx->user_port = s->dns_port4;
-	} else {
-		ctx->user_ip6[0] = 0;
-		ctx->user_ip6[1] = 0;
-		ctx->user_ip6[2] = 0;
-		ctx->user_ip6[3] = bpf_htonl(1);
-		ctx->user_port = s->dns_port6;
-	}
+	to_session_loopback(ctx, v6, mapped, s->dns_port4, s->dns_port6);
 	return 1;
 }
 

@@ -108,22 +108,7 @@ static __always_inline int verify_connect(struct bpf_sock_addr *ctx, struct verd
 	o->pid = bpf_get_current_pid_tgid() >> 32;
 	o->cgroup = v->cgroup;
 	bpf_get_current_comm(o->comm, sizeof(o->comm));
-	if (!v6) {
-		ctx->user_ip4 = bpf_htonl(LOOPBACK4);
-		ctx->user_port = vs->port4;
-	} else if (is_v4mapped(v->ip) || !vs->port6) {
-		ctx->user_ip6[0] = 0;
-		ctx->user_ip6[1] = 0;
-		ctx->user_ip6[2] = bpf_htonl(0xffff);
-		ctx->user_ip6[3] = bpf_htonl(LOOPBACK4);
-		ctx->user_port = vs->port4;
-	} else {
-		ctx->user_ip6[0] = 0;
-		ctx->user_ip6[1] = 0;
-		ctx->user_ip6[2] = 0;
-		ctx->user_ip6[3] = bpf_htonl(1);
-		ctx->user_port = vs->port6;
-	}
+	to_session_loopback(ctx, v6, is_v4mapped(v->ip), vs->port4, vs->port6);
 	return 1;
 }
 

@@ -548,8 +548,12 @@ func TestKDNSJudges(t *testing.T) {
 // skbContext is a struct __sk_buff for BPF_PROG_TEST_RUN with only the
 // GSO fields set (the kernel takes no others but a few it ignores here):
 // 192 bytes, gso_segs at 164, gso_size at 176.
-func skbContext(segs, size uint32) []byte {
+func skbContext(segs, size uint32) []byte { return skbContextMark(segs, size, 0) }
+
+// skbContextMark is skbContext with the skb's mark (offset 8).
+func skbContextMark(segs, size, mark uint32) []byte {
 	c := make([]byte, 192)
+	binary.NativeEndian.PutUint32(c[8:], mark)
 	binary.NativeEndian.PutUint32(c[164:], segs)
 	binary.NativeEndian.PutUint32(c[176:], size)
 	return c
@@ -561,6 +565,9 @@ func skbContext(segs, size uint32) []byte {
 // segmented answer and learns nothing, whether the record says the kernel
 // or user space answers it. The same bytes unsegmented pass, so the
 // verdicts come from the segmentation alone.
+// injectMark is loader.KDNSInjectMark (bpf/kdns.h's KDNS_INJECT_MARK).
+const injectMark = 0x51ce0053
+
 func TestKDNSSegmented(t *testing.T) {
 	o := load(t)
 	m := new(dns.Msg)
@@ -592,13 +599,16 @@ func TestKDNSSegmented(t *testing.T) {
 		what      string
 		state     uint8
 		segs, gso uint32
+		mark      uint32
 		want      uint32
 		learn     int
 	}{
-		{"one datagram", 1, 0, 0, 1, 1},
-		{"coalesced", 1, 2, 40, 0, 0},
-		{"coalesced, user space record", 2, 2, 40, 0, 0},
-		{"one datagram, user space record", 2, 0, 0, 1, 0},
+		{"one datagram", 1, 0, 0, 0, 1, 1},
+		{"coalesced", 1, 2, 40, 0, 0, 0},
+		{"coalesced, user space record", 2, 2, 40, injectMark, 0, 0},
+		// While user space answers, only its own (marked) answer passes.
+		{"one datagram, user space record, injected", 2, 0, 0, injectMark, 1, 0},
+		{"one datagram, user space record, not injected", 2, 0, 0, 0, 0, 0},
 	} {
 		clearLearned(t, o)
 		rec := kdnstestKdnsQuery{Session: testSession, Uport: htons(53), State: c.state, Qtype: dns.TypeA}
@@ -618,7 +628,7 @@ func TestKDNSSegmented(t *testing.T) {
 		if err := o.KdnsQueries.Put(&k, &rec); err != nil {
 			t.Fatal(err)
 		}
-		ret, err := o.KdnsTestIngress.Run(&ebpf.RunOptions{Data: packet(upstream, client, 53, 40000, msg), Context: skbContext(c.segs, c.gso)})
+		ret, err := o.KdnsTestIngress.Run(&ebpf.RunOptions{Data: packet(upstream, client, 53, 40000, msg), Context: skbContextMark(c.segs, c.gso, c.mark)})
 		if err != nil {
 			t.Fatal(err)
 		}
