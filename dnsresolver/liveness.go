@@ -18,22 +18,29 @@ import (
 // session's owner probes the resolver through the same loop clients use
 // and tells the datapath how long the resolver counts as alive (the
 // enforcer's beat). Each UDP listener gets a probe socket of its own,
-// connected to it from the listener's network namespace; the listener
-// echoes that socket's datagrams (QR set), before any parsing, and nobody
-// else's: a client sending the same bytes is answered as any query.
+// bound in the listener's network namespace; the listener echoes that
+// socket's datagrams (QR set), before any parsing, and nobody else's: a
+// client sending the same bytes is answered as any query.
+//
+// The probe socket is bound, not connected: a container's namespace can
+// still have its loopback down while the daemon attaches it (Docker brings
+// lo up from a hook while runc's init waits), and a connect then fails
+// with ENETUNREACH where a bind succeeds. Until lo is up the probes fail,
+// which is the truth: the resolver cannot be reached yet.
 
-// openProbe connects a probe socket to the listener (in the caller's
+// openProbe binds a probe socket beside the listener (in the caller's
 // network namespace, the listener's).
 func (l *udpListener) openProbe() error {
 	addr, ok := l.conn.LocalAddr().(*net.UDPAddr)
 	if !ok {
 		return errors.New("resolver: listener without a UDP address")
 	}
-	c, err := net.DialUDP("udp", nil, addr)
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: addr.IP, Zone: addr.Zone})
 	if err != nil {
 		return fmt.Errorf("resolver: probe socket for %s: %w", addr, err)
 	}
 	l.probe = c
+	l.probeTo = addr.AddrPort()
 	if la, ok := c.LocalAddr().(*net.UDPAddr); ok {
 		l.probeFrom = la.AddrPort()
 	}
@@ -80,14 +87,17 @@ func (l *udpListener) probeOnce(deadline time.Time) error {
 	if err := l.probe.SetDeadline(deadline); err != nil {
 		return fmt.Errorf("resolver probe: %w", err)
 	}
-	if _, err := l.probe.Write(msg); err != nil {
+	if _, err := l.probe.WriteToUDPAddrPort(msg, l.probeTo); err != nil {
 		return fmt.Errorf("resolver probe: %w", err)
 	}
 	buf := make([]byte, 64)
 	for {
-		n, err := l.probe.Read(buf)
+		n, from, err := l.probe.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			return fmt.Errorf("resolver probe: no echo: %w", err)
+		}
+		if from.Port() != l.probeTo.Port() || from.Addr().Unmap() != l.probeTo.Addr().Unmap() {
+			continue // not the listener's: ignored
 		}
 		if n >= 12 && binary.BigEndian.Uint16(buf) == binary.BigEndian.Uint16(id[:]) && buf[2]&0x80 != 0 {
 			return nil

@@ -75,6 +75,7 @@ type udpListener struct {
 	generalSlots chan struct{}  // maxGeneral
 	probe        *net.UDPConn   // the liveness probe's socket (liveness.go); set before serving
 	probeFrom    netip.AddrPort // its address
+	probeTo      netip.AddrPort // the listener's address, where probes go
 }
 
 // pendingQuery is a query of the fast path waiting for an upstream.

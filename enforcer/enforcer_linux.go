@@ -143,7 +143,10 @@ type Session struct {
 	adopted     bool
 	attached    bool // AttachSession: the cgroup is someone else's (a container's)
 	closed      bool
-	netns       *os.File // AttachSession: where the listeners live; nil: ours
+	// release: Close leaves the cgroup and its processes alone (a failed
+	// AttachSession: the cgroup is the engine's, its container starting).
+	release bool
+	netns   *os.File // AttachSession: where the listeners live; nil: ours
 	// registered: the session's entry is in the datapath (SetSession
 	// applies to it from then on).
 	registered bool
@@ -228,6 +231,11 @@ func (e *Enforcer) AttachSession(name string, opts Options) (*Session, error) {
 		return nil, err
 	}
 	if err := s.configure(opts); err != nil {
+		// The cgroup and its processes are the engine's: a failed attach
+		// undoes only what sluice added. The container stays under the
+		// root's programs, which refuse a cgroup with no session entry,
+		// until an attach succeeds.
+		s.release = true
 		s.Close()
 		return nil, err
 	}
@@ -596,6 +604,8 @@ func (s *Session) Close() error {
 	if s.cg != nil {
 		if s.replaced() {
 			// Nothing to remove: the path is another cgroup's now.
+		} else if s.release {
+			// Not this session's to kill or remove (AttachSession).
 		} else if err := s.cg.Remove(5 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
