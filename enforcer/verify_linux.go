@@ -55,8 +55,12 @@ func (s *Session) startVerifier(opts Options) error {
 		// The program's connection leaves from its own namespace (a
 		// container's routes and firewall), as it would have without
 		// the verifier in the middle.
-		s.verifyDial = newNSDialer(s.netns, 4)
-		cfg.Dial = s.verifyDial.dial
+		d, err := newNSDialer(s.netns, 4)
+		if err != nil {
+			return err
+		}
+		s.verifyDial = d
+		cfg.Dial = d.dial
 	}
 	v := namecheck.New(cfg)
 	var l4, l6 net.Listener
@@ -99,6 +103,8 @@ func (s *Session) startVerifier(opts Options) error {
 type nsDialer struct {
 	ns   *os.File
 	reqs chan dialReq
+	done chan struct{} // closed by close: the threads end, dials fail
+	mu   sync.RWMutex  // held to use ns outside the threads; close takes it
 	once sync.Once
 }
 
@@ -114,36 +120,76 @@ type dialRes struct {
 	err error
 }
 
-func newNSDialer(ns *os.File, n int) *nsDialer {
-	d := &nsDialer{ns: ns, reqs: make(chan dialReq)}
-	for range n {
-		go d.serve()
+// newNSDialer starts n dialling threads in ns. It keeps a descriptor of
+// its own for the namespace and returns once every thread is inside it:
+// the caller's descriptor may be closed as soon as the session is set up
+// (the daemon closes a container's when its attach returns), and a thread
+// entering through a closed, or reused, descriptor number would fail, or
+// dial from whatever namespace the number names then.
+func newNSDialer(ns *os.File, n int) (*nsDialer, error) {
+	fd, err := unix.FcntlInt(ns.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("name verifier: keep the session's network namespace: %w", err)
 	}
-	return d
+	d := &nsDialer{ns: os.NewFile(uintptr(fd), ns.Name()), reqs: make(chan dialReq), done: make(chan struct{})}
+	ready := make(chan error, n)
+	for range n {
+		go d.serve(ready)
+	}
+	var errs []error
+	for range n {
+		if err := <-ready; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		d.close()
+		return nil, fmt.Errorf("name verifier: enter the session's network namespace: %w", errors.Join(errs...))
+	}
+	return d, nil
 }
 
 // serve is one dialling thread. It never unlocks: the thread ends with
 // the goroutine (see package netns).
-func (d *nsDialer) serve() {
+func (d *nsDialer) serve(ready chan<- error) {
 	runtime.LockOSThread()
-	err := unix.Setns(int(d.ns.Fd()), unix.CLONE_NEWNET)
+	if err := unix.Setns(int(d.ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		ready <- err
+		return
+	}
+	ready <- nil
 	var nd net.Dialer
-	for r := range d.reqs {
-		if err != nil {
-			r.res <- dialRes{err: fmt.Errorf("enter the session's network namespace: %w", err)}
-			continue
+	for {
+		select {
+		case r := <-d.reqs:
+			c, derr := nd.DialContext(r.ctx, r.network, r.addr)
+			r.res <- dialRes{c, derr}
+		case <-d.done:
+			return
 		}
-		c, derr := nd.DialContext(r.ctx, r.network, r.addr)
-		r.res <- dialRes{c, derr}
 	}
 }
 
+// errDialerClosed is a dial after the session's end began.
+var errDialerClosed = errors.New("name verifier: the session is closing")
+
+// dial dials addr from the namespace: on an idle thread, or on one of its
+// own when all are busy.
 func (d *nsDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	r := dialReq{ctx: ctx, network: network, addr: addr, res: make(chan dialRes, 1)}
 	select {
 	case d.reqs <- r:
 		res := <-r.res
 		return res.c, res.err
+	case <-d.done:
+		return nil, errDialerClosed
+	default:
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	select {
+	case <-d.done:
+		return nil, errDialerClosed
 	default:
 	}
 	var c net.Conn
@@ -155,7 +201,15 @@ func (d *nsDialer) dial(ctx context.Context, network, addr string) (net.Conn, er
 	return c, err
 }
 
-func (d *nsDialer) close() { d.once.Do(func() { close(d.reqs) }) }
+// close stops the dialling threads and lets the namespace go.
+func (d *nsDialer) close() {
+	d.once.Do(func() {
+		close(d.done)
+		d.mu.Lock()
+		d.ns.Close()
+		d.mu.Unlock()
+	})
+}
 
 // VerifierStats are the session verifier's counters; ok is false without
 // one.

@@ -6,6 +6,7 @@ package containere2e
 
 import (
 	"context"
+	"os"
 	"net/netip"
 	"strings"
 	"testing"
@@ -56,7 +57,8 @@ func TestContainerChecksNames(t *testing.T) {
 		t.Errorf("the container's cdn.test connection with the SNI evil.test: %s, want refused", r)
 	}
 	if r := probeIn(t, e, "names", "tls-name", "cdn.test", "4", "443", "cdn.test"); !r.OK || !strings.Contains(r.Reply, "200") {
-		t.Errorf("the container's cdn.test connection with its own SNI: %s", r)
+		b, _ := os.ReadFile(pd.audit)
+		t.Errorf("the container's cdn.test connection with its own SNI: %s; audit log:\n%s", r, b)
 	}
 	if cdn.Saw("evil.test") {
 		t.Errorf("the CDN received a ClientHello for evil.test from the container: %q", cdn.SNIs())
