@@ -126,6 +126,8 @@ var rooms = []struct {
 	// The session service is below both front doors.
 	{"sessions", []string{"daemon", "cmd", "ci", "report", "suggest"}},
 	{"report", []string{"daemon", "enforcer", "sessions", "sandbox", "cmd", "ci"}},
+	// The machine's checks only look: they start no session.
+	{"preflight", []string{"daemon", "sessions", "report", "suggest", "cmd", "ci"}},
 	{"suggest", []string{"daemon", "enforcer", "sessions", "sandbox", "report", "cmd", "ci"}},
 }
 
