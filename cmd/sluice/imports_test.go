@@ -121,6 +121,7 @@ var rooms = []struct {
 	{"userspace", []string{"enforcer", "daemon", "api", "loader", "cmd", "ci"}},
 	{"netns", []string{""}},
 	{"internal/atomicfile", []string{""}},
+	{"internal/strictjson", []string{""}},
 	{"enforcer", []string{"daemon", "api", "cmd", "ci"}},
 	{"api", []string{"daemon", "enforcer", "sandbox", "cmd", "ci"}},
 	// The session service is below both front doors.
