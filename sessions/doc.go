@@ -26,4 +26,18 @@
 // lines, --audit-log and suggestion. Local is the in-process front door's
 // runner, with the same Run as api.Client, so `sluice run` has one runner
 // whether a daemon serves it or not.
+//
+// The modes without BPF (landlock, seatbelt, proxy) are sessions too, and
+// their runner is here as well (Userspace, StartUserspace): the allowlist
+// proxy on loopback in this process, its resolver with --dns-upstream,
+// the platform's backend around the command (userspace_linux.go,
+// userspace_darwin.go), the command started and supervised, refusals
+// handed on as audit.Events. It has no cgroup, no datapath and no Prepare
+// (the caller is the user, confining their own command), so it shares no
+// code with Service; it lives here because this room is the one that
+// starts a session's command, whoever asks and in whatever mode, and the
+// front door keeps only what it tells the user. It is not in userspace/:
+// that room holds one backend per kernel mechanism (how to confine one
+// command), below the sessions that use them, and stays free of the api
+// and the lifecycle.
 package sessions

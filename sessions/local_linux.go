@@ -133,11 +133,3 @@ func (l *Local) Signal(_ context.Context, name, sig string) error {
 	}
 	return ss.Cmd().Process.Signal(s)
 }
-
-func isTerminal(f *os.File) bool {
-	if f == nil {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}

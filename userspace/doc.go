@@ -20,5 +20,9 @@
 // seccomp filters, the mount namespace, the shim); the backends here are
 // whole enforcement modes of their own, each the one thing standing
 // between a command and the network on its platform, and the proxy they
-// lean on serves every BPF session too, so it has its own room.
+// lean on serves every BPF session too, so it has its own room. A
+// userspace session's lifecycle (the proxy started, the backend put around
+// the command, the command supervised, its refusals reported) is the
+// session service's (sessions.StartUserspace): a backend here only says
+// how one command is confined.
 package userspace

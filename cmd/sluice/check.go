@@ -7,36 +7,20 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/preflight"
 )
 
-// checkStatus is the outcome of one check.
-type checkStatus int
-
-const (
-	checkPass checkStatus = iota
-	checkWarn             // enforcement works, something optional is missing
-	checkFail             // enforcement is impossible until fixed
-)
-
-func (s checkStatus) String() string {
-	return [...]string{"ok", "warn", "FAIL"}[s]
-}
-
-// checkResult is one line of `sluice check`.
-type checkResult struct {
-	name   string
-	status checkStatus
-	detail string
-	fix    string // how to fix it, when not ok
-}
-
+// newCheckCmd is `sluice check`: the machine's checks (package
+// preflight), printed one a line; exit status 1 when kernel enforcement
+// is impossible.
 func newCheckCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "check",
 		Short: "Report whether this machine can enforce, and how to fix what is missing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			results := runChecks()
+			results := preflight.Run(preflight.Options{Socket: daemonSocket(), DNSPathDefault: dnsPathDefault})
 			if printChecks(cmd.OutOrStdout(), results) {
 				return &exitError{code: 1}
 			}
@@ -46,14 +30,15 @@ func newCheckCmd() *cobra.Command {
 }
 
 // printChecks prints the results and reports whether any check failed.
-func printChecks(w io.Writer, results []checkResult) (failed bool) {
+// The columns and the last line are an interface: scripts grep them.
+func printChecks(w io.Writer, results []preflight.Result) (failed bool) {
 	for _, r := range results {
-		fmt.Fprintf(w, "%-5s %-22s %s\n", r.status, r.name, r.detail)
-		if r.status != checkPass && r.fix != "" {
-			fmt.Fprintf(w, "      %-22s fix: %s\n", "", r.fix)
+		fmt.Fprintf(w, "%-5s %-22s %s\n", r.Status, r.Name, r.Detail)
+		if r.Status != preflight.Pass && r.Fix != "" {
+			fmt.Fprintf(w, "      %-22s fix: %s\n", "", r.Fix)
 		}
-		failed = failed || r.status == checkFail
 	}
+	failed = preflight.Failed(results)
 	if failed {
 		fmt.Fprintln(w, "kernel enforcement is NOT possible on this machine")
 	} else {

@@ -20,7 +20,11 @@ import (
 	"github.com/sluice-dev/sluice/audit"
 )
 
-func client() *api.Client { return api.NewClient(api.SocketPath(socketFlag)) }
+func client() *api.Client { return api.NewClient(daemonSocket()) }
+
+// daemonSocket is the daemon's API socket: --socket, else $SLUICE_SOCKET
+// or the default.
+func daemonSocket() string { return api.SocketPath(socketFlag) }
 
 func newSessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -12,6 +12,9 @@ import (
 // commands exist (scripts see the same CLI) and say so.
 var errNoDaemon = errors.New("the sluice daemon is not available on Windows")
 
+// daemonSocket is "": no daemon socket on Windows.
+func daemonSocket() string { return "" }
+
 func stub(use, short string) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, RunE: func(*cobra.Command, []string) error { return errNoDaemon }}
 }

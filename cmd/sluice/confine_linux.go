@@ -5,51 +5,19 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/userspace/landlock"
 )
 
-// confineCommand builds the command for a userspace mode. Landlock mode
-// re-executes sluice as a shim (`sluice __confine`) that confines itself
-// and then execs the command, so the rules are in force before the
-// command's first instruction.
-func confineCommand(mode string, o runOptions, proxyPort uint16, argv []string) (*exec.Cmd, string, error) {
-	if mode != modeLandlock {
-		return exec.Command(argv[0], argv[1:]...), modeProxy, nil
-	}
-	rules := landlock.Rules{ConnectPorts: []uint16{proxyPort}}
-	for _, p := range o.loopbackPorts {
-		if p == 0 || p > 65535 {
-			return nil, "", fmt.Errorf("--loopback-port %d: not a port", p)
-		}
-		rules.ConnectPorts = append(rules.ConnectPorts, uint16(p))
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, "", fmt.Errorf("find sluice's own binary: %w", err)
-	}
-	args := append([]string{"__confine"}, rules.Args()...)
-	args = append(append(args, "--"), argv...)
-	c := exec.Command(self, args...)
-	if os.Geteuid() == 0 {
-		spawn, err := targetUser(o.user)
-		if err != nil {
-			return nil, "", err
-		}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: spawn.UID, Gid: spawn.GID, Groups: spawn.Groups}}
-	}
-	return c, modeLandlock, nil
-}
-
-// newConfineCmd is the hidden shim of landlock mode.
+// newConfineCmd is the hidden shim of landlock mode: the session service
+// (sessions.StartUserspace) re-executes sluice as it, so the command is
+// confined before its first instruction.
 func newConfineCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "__confine [--connect-port P]... -- COMMAND [ARGS...]",
+		Use:                landlock.ShimName + " [--connect-port P]... -- COMMAND [ARGS...]",
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/daemon"
 	"github.com/sluice-dev/sluice/enforcer"
+	"github.com/sluice-dev/sluice/internal/strictjson"
 )
 
 // fileConfig is /etc/sluice/sluice.json.
@@ -59,7 +60,7 @@ func loadFileConfig(path string, explicit bool) (fileConfig, error) {
 	// Strict: an unknown key is most likely a misspelt one, and a daemon
 	// that ignored it would run on a default the administrator meant to
 	// change (a wider socket group, another upstream) without a word.
-	if err := decodeStrict(b, &fc); err != nil {
+	if err := strictjson.Decode(b, &fc); err != nil {
 		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil

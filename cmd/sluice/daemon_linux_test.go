@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/strictjson"
 )
 
 // The packaged configuration file passes the strict reading: the daemon
@@ -17,7 +19,7 @@ func TestPackagedConfigIsStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fc fileConfig
-	if err := decodeStrict(b, &fc); err != nil {
+	if err := strictjson.Decode(b, &fc); err != nil {
 		t.Fatalf("packaging/sluice.json: %v", err)
 	}
 	if fc.Socket == "" {

@@ -121,11 +121,14 @@ var rooms = []struct {
 	{"userspace", []string{"enforcer", "daemon", "api", "loader", "cmd", "ci"}},
 	{"netns", []string{""}},
 	{"internal/atomicfile", []string{""}},
+	{"internal/strictjson", []string{""}},
 	{"enforcer", []string{"daemon", "api", "cmd", "ci"}},
 	{"api", []string{"daemon", "enforcer", "sandbox", "cmd", "ci"}},
 	// The session service is below both front doors.
 	{"sessions", []string{"daemon", "cmd", "ci", "report", "suggest"}},
 	{"report", []string{"daemon", "enforcer", "sessions", "sandbox", "cmd", "ci"}},
+	// The machine's checks only look: they start no session.
+	{"preflight", []string{"daemon", "sessions", "report", "suggest", "cmd", "ci"}},
 	{"suggest", []string{"daemon", "enforcer", "sessions", "sandbox", "report", "cmd", "ci"}},
 }
 
@@ -234,7 +237,7 @@ func TestOneSessionLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, must := range []string{"daemon/handlers_linux.go", "cmd/sluice/run_linux.go"} {
+	for _, must := range []string{"daemon/handlers_linux.go", "cmd/sluice/run_linux.go", "cmd/sluice/run_userspace.go"} {
 		if !found[must] {
 			t.Errorf("%s was not read: the rule checked nothing there", must)
 		}
@@ -249,4 +252,56 @@ func isEnforcer(x ast.Expr, name string) bool {
 	}
 	id, ok := sel.X.(*ast.Ident)
 	return ok && id.Name == "enforcer" && sel.Sel.Name == name
+}
+
+// notForCommands are the rooms the commands reach only through another:
+// a userspace session's proxy and backend are the session service's
+// (sessions.StartUserspace), the machine's probes of containers and
+// Landlock audit are preflight's.
+var notForCommands = []string{"proxy", "userspace/seatbelt", "userspace/wfp", "containers", "kaudit"}
+
+// TestCommandsStartNoCommand holds that cmd/sluice is commands: none of
+// its files starts a program (os/exec's Command or CommandContext; the
+// session service starts a session's command, in every mode) or imports
+// a room in notForCommands.
+func TestCommandsStartNoCommand(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	read := map[string]bool{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read[name] = true
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, room := range notForCommands {
+				if p == modulePath+"/"+room {
+					t.Errorf("%s imports %s: the commands reach it through the session service or preflight", name, p)
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "exec" && (sel.Sel.Name == "Command" || sel.Sel.Name == "CommandContext") {
+				t.Errorf("%s: exec.%s: a command is started by the session service (package sessions), not by cmd/sluice", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	for _, must := range []string{"run_userspace.go", "check.go"} {
+		if !read[must] {
+			t.Errorf("%s was not read: the rule checked nothing there", must)
+		}
+	}
 }

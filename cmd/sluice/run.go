@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/report"
 	"github.com/sluice-dev/sluice/sandbox"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 // runOptions are the flags of `sluice run`. Their names are an interface
@@ -72,9 +73,9 @@ func reconnectDefault() time.Duration {
 
 // Modes of `sluice run`, strongest first.
 const (
-	modeBPF      = "bpf"      // cgroup BPF: kernel enforcement of IPs, DNS learning (root or the daemon)
-	modeLandlock = "landlock" // Landlock + seccomp: TCP only to the proxy's port (Linux, no root)
-	modeProxy    = "proxy"    // proxy variables only: programs that ignore them are NOT contained
+	modeBPF      = "bpf"                 // cgroup BPF: kernel enforcement of IPs, DNS learning (root or the daemon)
+	modeLandlock = sessions.ModeLandlock // Landlock + seccomp: TCP only to the proxy's port (Linux, no root)
+	modeProxy    = sessions.ModeProxy    // proxy variables only: programs that ignore them are NOT contained
 )
 
 func newRunCmd() *cobra.Command {

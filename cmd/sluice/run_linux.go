@@ -102,6 +102,20 @@ func runBPF(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, memMax i
 	return runSession(cmd, local, o, policy, memMax, argv)
 }
 
+// userspaceUser is whom a userspace mode runs the command as: in landlock
+// mode as root, the target user (sluice never runs the command as root);
+// else nil, as sluice.
+func userspaceUser(mode string, o runOptions) (*cgroups.SpawnOptions, error) {
+	if mode != modeLandlock || os.Geteuid() != 0 {
+		return nil, nil
+	}
+	spawn, err := targetUser(o.user)
+	if err != nil {
+		return nil, err
+	}
+	return &spawn, nil
+}
+
 // targetUser is whom the command runs as: --user, else the user who
 // invoked sudo. sluice never runs the command as root.
 func targetUser(spec string) (cgroups.SpawnOptions, error) {

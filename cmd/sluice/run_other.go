@@ -11,16 +11,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
 // modeFilter is the strongest userspace mode of this platform: Seatbelt
 // on macOS; elsewhere only the proxy.
 func modeFilter() string {
 	if runtime.GOOS == "darwin" {
-		return "seatbelt"
+		return sessions.ModeSeatbelt
 	}
 	return modeProxy
 }
+
+// userspaceUser is nil: only Linux's landlock mode runs the command as
+// another user.
+func userspaceUser(string, runOptions) (*cgroups.SpawnOptions, error) { return nil, nil }
 
 func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, _ int64, argv []string) error {
 	switch o.mode {

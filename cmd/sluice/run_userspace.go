@@ -3,10 +3,7 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,14 +11,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/proxy"
+	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/report"
+	"github.com/sluice-dev/sluice/sessions"
 )
 
-// runUserspace confines without BPF: a loopback allowlist proxy in this
-// process, the command pointed at it, and, where the platform has one, a
-// filter that keeps programs ignoring the proxy variables from going
-// around it (Landlock+seccomp on Linux, Seatbelt on macOS).
+// runUserspace confines without BPF, through the session service's
+// userspace runner (sessions.StartUserspace): a loopback allowlist proxy
+// in this process, the command pointed at it, and, where the platform has
+// one, a filter that keeps programs ignoring the proxy variables from
+// going around it (Landlock+seccomp on Linux, Seatbelt on macOS). What is
+// left here is the command's: the flags this mode
+// refuses, and what the user is told.
 func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, argv []string, mode string, why []string) error {
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) error { return &exitError{code: exitSluiceError, err: err} }
@@ -39,70 +41,70 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found", argv[0])}
 	}
-	audit, err := report.OpenAuditLog(o.auditLog)
+	var ports []uint16
+	for _, p := range o.loopbackPorts {
+		if mode == modeLandlock && (p == 0 || p > 65535) {
+			return fail(fmt.Errorf("--loopback-port %d: not a port", p))
+		}
+		ports = append(ports, uint16(p))
+	}
+	user, err := userspaceUser(mode, o)
+	if err != nil {
+		return fail(err)
+	}
+	alog, err := report.OpenAuditLog(o.auditLog)
 	if err != nil {
 		return fail(fmt.Errorf("--audit-log: %w", err))
 	}
-	defer audit.Close()
-	// No cgroup names this session: the mode and sluice's pid do.
-	audit.Session = fmt.Sprintf("%s-%d", mode, os.Getpid())
+	defer alog.Close()
 	rep := report.New(stderr)
-	res, err := userspaceResolver(o, policy, rep, audit)
+	cfg := sessions.UserspaceConfig{Mode: mode, Policy: policy, LoopbackPorts: ports, User: user, Argv: argv,
+		NoProxyEnv: o.noProxyEnv, Stdio: [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, ExtraFiles: o.passFiles,
+		OnEvent: func(e audit.Event) { rep.Report(e, nil); alog.Write(e) }, OnNote: rep.Note}
+	if len(o.dnsUpstreams) > 0 {
+		// With --dns-upstream, allowed names go to those servers and
+		// nowhere else; without, the proxy keeps the system's resolver.
+		cfg.DNS = &dnsresolver.Config{Upstreams: o.dnsUpstreams, MinTTL: o.dnsTTLMin, MaxTTL: o.dnsTTLMax,
+			Grace: o.dnsGrace, MaxIPsPerName: o.dnsMaxIPs}
+	}
+	u, err := sessions.StartUserspace(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	if res != nil {
-		defer res.Close()
-	}
-	p, err := proxy.New(withResolver(proxy.Config{Policy: func() *allowlist.Policy { return policy }, OnEvent: report.ProxyEvents(rep, audit)}, res))
-	if err != nil {
-		return fail(err)
-	}
-	l, err := proxy.ListenLoopback(context.Background())
-	if err != nil {
-		return fail(err)
-	}
-	go func() { _ = p.Serve(l) }()
-	defer p.Close()
-	addr := netip.MustParseAddrPort(l.Addr().String())
+	defer u.Close()
 
-	c, label, err := confineCommand(mode, o, addr.Port(), argv)
-	if err != nil {
-		return fail(err)
-	}
 	note := ""
 	if len(why) > 0 {
 		note = " (" + strings.Join(why, "; ") + ")"
 	}
-	switch label {
+	switch u.Mode() {
 	case modeProxy:
 		fmt.Fprintf(stderr, "sluice: mode proxy%s: WARNING: only programs that honour the proxy variables are confined; others can reach anything\n", note)
 	default:
-		fmt.Fprintf(stderr, "sluice: mode %s%s: outbound TCP only through the allowlist proxy at %s\n", label, note, addr)
+		fmt.Fprintf(stderr, "sluice: mode %s%s: outbound TCP only through the allowlist proxy at %s\n", u.Mode(), note, u.ProxyAddr())
 	}
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	c.ExtraFiles = o.passFiles
-	c.Env = o.commandEnv(cmd.ErrOrStderr())
-	if !o.noProxyEnv {
-		c.Env = append(c.Env, proxy.Env(addr)...)
-	} else if label != modeProxy {
+	env := o.commandEnv(stderr)
+	if o.noProxyEnv && u.Mode() != modeProxy {
 		fmt.Fprintln(stderr, "sluice: note: --no-proxy-env: the command can reach only loopback")
 	}
 	started := false
-	err = supervise(func() (*exec.Cmd, error) {
-		if err := c.Start(); err != nil {
-			return nil, &exitError{code: exitCannotExec, err: err}
-		}
+	code, err := u.Run(env, func(s sessions.UserspaceStarted) {
 		started = true
-		var entries []string
-		for _, en := range policy.Entries() {
-			entries = append(entries, en.String())
-		}
-		audit.Started(c.Process.Pid, uint32(os.Getuid()), c.Path, entries, argv[0])
-		return c, nil
+		// No cgroup names this session: the mode and sluice's pid do.
+		alog.Session = s.Name
+		alog.Started(s.PID, s.UID, s.Path, s.Policy, argv[0])
 	})
+	var result error
+	switch {
+	case err != nil && !started:
+		result = &exitError{code: exitCannotExec, err: err}
+	case err != nil:
+		result = &exitError{code: exitSluiceError, err: err}
+	case code != 0:
+		result = &exitError{code: code}
+	}
 	if started {
-		audit.Ended(exitCodeOf(err))
+		alog.Ended(exitCodeOf(result))
 	}
 	if sum := rep.Summary(); sum != "" {
 		fmt.Fprintln(stderr, sum)
@@ -110,9 +112,5 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 	if o.ask == askNever {
 		writeWouldAsk(rep, policy, stderr, os.Getenv("GITHUB_STEP_SUMMARY"))
 	}
-	var ee *exitError
-	if err != nil && !errors.As(err, &ee) {
-		return fail(err)
-	}
-	return writeSuggestion(o, rep, policy, stderr, err)
+	return writeSuggestion(o, rep, policy, stderr, result)
 }

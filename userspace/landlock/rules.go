@@ -10,6 +10,11 @@ import (
 	"strings"
 )
 
+// ShimName is the hidden subcommand the Landlock mode starts a command
+// through (`sluice __confine [--connect-port P]... -- COMMAND`): it reads
+// its rules with ParseArgs, confines itself and execs the command.
+const ShimName = "__confine"
+
 // connectPortFlag is the shim's flag for one allowed port.
 const connectPortFlag = "--connect-port"
 

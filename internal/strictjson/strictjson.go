@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+// Package strictjson decodes a configuration file's JSON object the way
+// an administrator needs: a key that names no field, a key given twice or
+// text after the object is an error, and every error says where it is as
+// a line and column. The daemon's --config file is read this way.
+package strictjson
 
 import (
 	"bytes"
@@ -12,13 +16,13 @@ import (
 	"strings"
 )
 
-// decodeStrict unmarshals the JSON object b into the struct *v and refuses
+// Decode unmarshals the JSON object b into the struct *v and refuses
 // what a plain json.Unmarshal would let through silently: a key that names
 // no field (a misspelt "dns_upstream" would otherwise leave the daemon on
 // its defaults without a word), a key given twice, and text after the
 // object. Every error says where, as line:column, so the administrator can
 // find it in the file.
-func decodeStrict(b []byte, v any) error {
+func Decode(b []byte, v any) error {
 	known := jsonFields(reflect.TypeOf(v).Elem())
 	dec := json.NewDecoder(bytes.NewReader(b))
 	tok, err := dec.Token()

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package sessions
 
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -18,30 +17,30 @@ import (
 
 	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/dnsresolver"
-	"github.com/sluice-dev/sluice/proxy"
-	"github.com/sluice-dev/sluice/report"
 )
 
-// TestUserspaceResolver: with --dns-upstream, a userspace session's proxy
-// resolves allowed names through those servers only; without, it keeps the
-// system's resolver; a bad upstream is refused before anything starts.
+// TestUserspaceResolver: with upstreams, a userspace session's proxy
+// resolves allowed names through those servers only; without, it keeps
+// the system's resolver; a bad upstream is refused before anything starts.
 func TestUserspaceResolver(t *testing.T) {
 	policy, err := allowlist.Parse([]byte(`{"allowed_hosts": ["allowed.test"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := report.New(io.Discard)
-	audit := &report.AuditLog{}
+	cfg := UserspaceConfig{Mode: ModeProxy, Policy: policy, Argv: []string{"true"}}
 
-	r, err := userspaceResolver(runOptions{}, policy, rep, audit)
-	if err != nil || r != nil {
-		t.Fatalf("without --dns-upstream: %v, %v; want the system's resolver (nil)", r, err)
+	u, err := StartUserspace(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if cfg := withResolver(proxy.Config{}, nil); cfg.Resolve != nil {
-		t.Error("withResolver(nil) set a resolver")
+	if u.res != nil || !u.ProxyAddr().Addr().IsLoopback() {
+		t.Errorf("without upstreams: resolver %v, proxy at %v; want the system's resolver (nil) and a loopback proxy", u.res, u.ProxyAddr())
 	}
-	if _, err := userspaceResolver(runOptions{dnsFlags: dnsFlags{dnsUpstreams: []string{"dns.example"}}}, policy, rep, audit); err == nil || !strings.Contains(err.Error(), "--dns-upstream") {
-		t.Fatalf("a name as upstream: %v", err)
+	u.Close()
+	bad := cfg
+	bad.DNS = &dnsresolver.Config{Upstreams: []string{"dns.example"}}
+	if _, err := StartUserspace(bad); err == nil || !strings.Contains(err.Error(), `"dns.example"`) || KindOf(err) != Invalid {
+		t.Fatalf("a name as upstream: %v (kind %v), want an Invalid error naming it", err, KindOf(err))
 	}
 
 	// A DNS server on loopback that logs what it is asked.
@@ -67,20 +66,20 @@ func TestUserspaceResolver(t *testing.T) {
 	go func() { _ = srv.ActivateAndServe() }()
 	t.Cleanup(func() { _ = srv.Shutdown() })
 
-	o := runOptions{dnsFlags: dnsFlags{dnsUpstreams: []string{pc.LocalAddr().String()}}}
-	r, err = userspaceResolver(o, policy, rep, audit)
-	if err != nil || r == nil {
-		t.Fatalf("with --dns-upstream: %v, %v", r, err)
+	good := cfg
+	good.DNS = &dnsresolver.Config{Upstreams: []string{pc.LocalAddr().String()}}
+	u, err = StartUserspace(good)
+	if err != nil || u.res == nil {
+		t.Fatalf("with upstreams: %v, resolver %v", err, u)
 	}
-	defer r.Close()
-	cfg := withResolver(proxy.Config{}, r)
+	defer u.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	got, err := cfg.Resolve(ctx, "allowed.test")
+	got, err := u.res.LookupNetIP(ctx, "allowed.test")
 	if err != nil || !slices.Equal(got, []netip.Addr{netip.MustParseAddr("203.0.113.10")}) {
 		t.Fatalf("allowed.test: %v, %v", got, err)
 	}
-	if _, err := cfg.Resolve(ctx, "other.test"); !errors.Is(err, dnsresolver.ErrRefused) {
+	if _, err := u.res.LookupNetIP(ctx, "other.test"); !errors.Is(err, dnsresolver.ErrRefused) {
 		t.Fatalf("other.test: %v, want refused", err)
 	}
 	mu.Lock()
@@ -92,5 +91,16 @@ func TestUserspaceResolver(t *testing.T) {
 	}
 	if len(asked) != 2 {
 		t.Errorf("the upstream was asked %v, want allowed.test A and AAAA", asked)
+	}
+}
+
+// A session needs a command.
+func TestUserspaceNeedsACommand(t *testing.T) {
+	p, err := allowlist.FromStrings(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StartUserspace(UserspaceConfig{Mode: ModeProxy, Policy: p}); KindOf(err) != Invalid {
+		t.Fatalf("no argv: %v, want an Invalid error", err)
 	}
 }

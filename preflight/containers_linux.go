@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package preflight
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // on this host, and name the containers that are where sluice cannot see
 // them (the daemon refuses them; containerplace_linux.go in package
 // daemon).
-func containerChecks(mount string) []checkResult {
+func containerChecks(mount string) []Result {
 	cfg, err := enforcer.ConfigFromEnv()
 	if err != nil {
 		return nil
@@ -41,7 +41,7 @@ func containerChecks(mount string) []checkResult {
 		detail += "no --cgroup-parent confines a container here"
 	}
 	detail += fmt.Sprintf("; the other form (%s) is fenced by the daemon: a container given it fails to start", filepath.Join(mount, fence))
-	rs := []checkResult{{name: "containers", status: st, detail: detail, fix: fix}}
+	rs := []Result{{Name: "containers", Status: st, Detail: detail, Fix: fix}}
 
 	if os.Geteuid() != 0 {
 		return rs
@@ -71,9 +71,9 @@ func containerChecks(mount string) []checkResult {
 		}
 	}
 	if len(bad) > 0 {
-		rs = append(rs, checkResult{name: "misplaced containers", status: checkWarn,
-			detail: "not under sluice's root, so not confined (the daemon freezes them): " + strings.Join(bad, "; "),
-			fix:    "docker rm -f them and start them with " + flag})
+		rs = append(rs, Result{Name: "misplaced containers", Status: Warn,
+			Detail: "not under sluice's root, so not confined (the daemon freezes them): " + strings.Join(bad, "; "),
+			Fix:    "docker rm -f them and start them with " + flag})
 	}
 	return rs
 }

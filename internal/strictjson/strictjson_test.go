@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package strictjson
 
 import (
 	"strings"
@@ -31,7 +31,7 @@ func TestDecodeStrict(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v strictTarget
-			err := decodeStrict([]byte(tc.in), &v)
+			err := Decode([]byte(tc.in), &v)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)

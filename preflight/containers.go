@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package preflight
 
 import (
 	"encoding/json"
@@ -32,20 +32,20 @@ func dockerDriver(daemonJSON []byte, systemdInit, pureV2 bool) (driver, source s
 // containerFlag is the `docker run` flag that confines a whole container
 // on this host, given sluice's root (a slice when systemd manages it, else
 // the cgroup /<root>) and Docker's driver, or why none does.
-func containerFlag(rootSlice, rootName, driver string) (flag string, st checkStatus, fix string) {
+func containerFlag(rootSlice, rootName, driver string) (flag string, st Status, fix string) {
 	switch {
 	case rootSlice != "" && driver == "systemd":
-		return "--cgroup-parent=" + rootSlice, checkPass, ""
+		return "--cgroup-parent=" + rootSlice, Pass, ""
 	case rootSlice != "":
 		// The cgroupfs driver takes a path: the container's cgroup is made
 		// directly in the slice's, outside systemd's units but under the
 		// datapath.
-		return "--cgroup-parent=/" + rootSlice, checkWarn,
+		return "--cgroup-parent=/" + rootSlice, Warn,
 			"Docker's cgroupfs driver on a systemd host makes cgroups systemd does not know; prefer \"exec-opts\": [\"native.cgroupdriver=systemd\"] in /etc/docker/daemon.json, then --cgroup-parent=" + rootSlice
 	case driver == "systemd":
-		return "", checkFail,
+		return "", Fail,
 			"Docker's systemd driver takes only a slice, but sluice's sessions live in the cgroup /" + rootName +
 				": unset SLUICE_CGROUP_MANAGER (sessions then live in " + strings.ReplaceAll(rootName, "-", "_") + ".slice), or run Docker with native.cgroupdriver=cgroupfs"
 	}
-	return "--cgroup-parent=/" + rootName, checkPass, ""
+	return "--cgroup-parent=/" + rootName, Pass, ""
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package preflight
 
 import (
 	"strings"
@@ -33,16 +33,16 @@ func TestContainerFlag(t *testing.T) {
 	for _, tc := range []struct {
 		slice, name, driver string
 		flag                string
-		st                  checkStatus
+		st                  Status
 	}{
-		{"sluice.slice", "sluice.slice", "systemd", "--cgroup-parent=sluice.slice", checkPass},
-		{"sluice.slice", "sluice.slice", "cgroupfs", "--cgroup-parent=/sluice.slice", checkWarn},
-		{"", "sluice", "cgroupfs", "--cgroup-parent=/sluice", checkPass},
-		{"", "sluice-dev", "cgroupfs", "--cgroup-parent=/sluice-dev", checkPass},
-		{"", "sluice", "systemd", "", checkFail},
+		{"sluice.slice", "sluice.slice", "systemd", "--cgroup-parent=sluice.slice", Pass},
+		{"sluice.slice", "sluice.slice", "cgroupfs", "--cgroup-parent=/sluice.slice", Warn},
+		{"", "sluice", "cgroupfs", "--cgroup-parent=/sluice", Pass},
+		{"", "sluice-dev", "cgroupfs", "--cgroup-parent=/sluice-dev", Pass},
+		{"", "sluice", "systemd", "", Fail},
 	} {
 		flag, st, fix := containerFlag(tc.slice, tc.name, tc.driver)
-		if flag != tc.flag || st != tc.st || (st != checkPass) != (fix != "") {
+		if flag != tc.flag || st != tc.st || (st != Pass) != (fix != "") {
 			t.Errorf("containerFlag(%q, %q, %q) = %q %v %q; want %q %v", tc.slice, tc.name, tc.driver, flag, st, fix, tc.flag, tc.st)
 		}
 	}

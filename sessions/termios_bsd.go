@@ -2,8 +2,9 @@
 
 //go:build darwin || freebsd || netbsd || openbsd
 
-package main
+package sessions
 
 import "golang.org/x/sys/unix"
 
+// ioctlGetTermios reads a terminal's settings: isTerminal's probe.
 const ioctlGetTermios = unix.TIOCGETA

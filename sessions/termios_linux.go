@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package sessions
 
 import "golang.org/x/sys/unix"
 
+// ioctlGetTermios reads a terminal's settings: isTerminal's probe.
 const ioctlGetTermios = unix.TCGETS
