@@ -31,6 +31,9 @@ func TestProxyChecksNamesInTunnels(t *testing.T) {
 	w.ServeDNS(t, upstreamDNS, world.Zone(map[string][]string{
 		"cdn.test.":  {"A 203.0.113.30", "AAAA 2001:db8:2::30"},
 		"evil.test.": {"A 203.0.113.30", "AAAA 2001:db8:2::30"},
+		// The proxy dials A records first: an IPv6-only name takes its
+		// tunnels to the CDN's IPv6 address.
+		"cdn6.test.": {"AAAA 2001:db8:2::30"},
 	}))
 	cdn := w.ServeCDN(t, cdnV4, cdnV6)
 
@@ -73,7 +76,7 @@ func TestProxyChecksNamesInTunnels(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			auditPath := filepath.Join(logDir, mode.name+".jsonl")
 			flags := append(append([]string{"run"}, mode.flags...), "--dns-upstream", upstreamDNS.String(),
-				"--allow", "cdn.test", "--audit-log", auditPath, "--")
+				"--allow", "cdn.test", "--allow", "cdn6.test", "--audit-log", auditPath, "--")
 			for _, via := range []string{"proxy", "socks"} {
 				for _, c := range []struct {
 					action []string
@@ -81,6 +84,7 @@ func TestProxyChecksNamesInTunnels(t *testing.T) {
 				}{
 					{[]string{"tls-name", "cdn.test", via, "443", "evil.test"}, "(TLS SNI evil.test): the address was allowed for cdn.test"},
 					{[]string{"http-name", "cdn.test", via, "80", "evil.test"}, "(HTTP Host evil.test): the address was allowed for cdn.test"},
+					{[]string{"tls-name", "cdn6.test", via, "443", "evil.test"}, "-> [2001:db8:2::30]:443 (TLS SNI evil.test): the address was allowed for cdn6.test"},
 					// Encrypted ClientHello: the inner name (evil.test)
 					// is hidden, the outer one allowed: refused all the same.
 					{[]string{"tls-ech", "cdn.test", via, "443", "evil.test", "cdn.test"}, "(TLS SNI cdn.test): the ClientHello carries an Encrypted ClientHello, whose inner SNI sluice cannot read"},
@@ -100,6 +104,11 @@ func TestProxyChecksNamesInTunnels(t *testing.T) {
 				r, stderr, _ := run(t, w, mode.unprivileged, append(flags, probe, "tls-name", "cdn.test", via, "443", "cdn.test")...)
 				if !r.OK || !strings.Contains(r.Reply, "200") {
 					t.Errorf("cdn.test via %s: %s\n%s", via, r, stderr)
+				}
+				honest++
+				r, stderr, _ = run(t, w, mode.unprivileged, append(flags, probe, "tls-name", "cdn6.test", via, "443", "cdn6.test")...)
+				if !r.OK || !strings.Contains(r.Reply, "200") {
+					t.Errorf("cdn6.test via %s: %s\n%s", via, r, stderr)
 				}
 				honest++
 				r, stderr, _ = run(t, w, mode.unprivileged, append(flags, probe, "http-name", "cdn.test", via, "80", "cdn.test")...)
