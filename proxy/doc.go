@@ -123,7 +123,8 @@
 // Every wait before a connection is established is bounded by
 // Config.Timeout: the request head or SOCKS5 handshake, each reply
 // written, the resolution and the dial (all addresses of a name share it,
-// each getting at least 2 s). Heads are limited to 64 KiB. Once a tunnel is
+// each getting at least 2 s), and a checked tunnel's first flight (at most
+// namecheck.MaxFlight bytes). Heads are limited to 64 KiB. Once a tunnel is
 // open or a request is being forwarded, there is no deadline: a tunnel
 // lives as long as its two ends, as a direct connection would (TCP
 // keep-alive finds dead remote peers; the kernel already knows when a
