@@ -54,3 +54,20 @@ func checkVerify(t target, v Verify) error {
 	}
 	return fmt.Errorf(`"verify" must be "name" or "address", not %q`, string(v))
 }
+
+// ChecksTCP reports whether a TCP connection to port, on an address that
+// is allowed only because it was learned for an entry with this rule, is
+// judged by the name its first bytes carry: every port for "name", none
+// for "address", and by default 80 and 443 (HTTP and TLS, which name their
+// host; other protocols, SSH to a git host say, name none). The datapath
+// (bpf/verify.h) holds the same rule for the kernel's connections, the
+// proxy for its tunnels.
+func (v Verify) ChecksTCP(port uint16) bool {
+	switch v {
+	case VerifyName:
+		return true
+	case VerifyAddress:
+		return false
+	}
+	return port == 80 || port == 443
+}

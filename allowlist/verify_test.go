@@ -62,3 +62,19 @@ func TestVerifyNarrow(t *testing.T) {
 		t.Errorf("stricter: %v", err)
 	}
 }
+
+func TestVerifyChecksTCP(t *testing.T) {
+	for _, c := range []struct {
+		v    Verify
+		port uint16
+		want bool
+	}{
+		{VerifyDefault, 443, true}, {VerifyDefault, 80, true}, {VerifyDefault, 22, false}, {VerifyDefault, 8443, false},
+		{VerifyName, 22, true}, {VerifyName, 443, true},
+		{VerifyAddress, 443, false}, {VerifyAddress, 80, false},
+	} {
+		if got := c.v.ChecksTCP(c.port); got != c.want {
+			t.Errorf("Verify(%q).ChecksTCP(%d) = %v, want %v", c.v, c.port, got, c.want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/namecheck"
 	"github.com/sluice-dev/sluice/prompts"
 	"github.com/sluice-dev/sluice/proxy"
 )
@@ -115,6 +116,14 @@ func TestConvertedEventsValidate(t *testing.T) {
 		}
 		events = append(events, e)
 	}
+	// A tunnel of the proxy whose SNI named another host.
+	flight := namecheck.Flight{Proto: namecheck.ProtoTLS, Name: "evil.test"}
+	e, ok := FromProxy("run-1", proxy.Event{Kind: proxy.EventRefused, Protocol: proxy.ProtoConnect, Host: "cdn.test", Port: 443, Addr: addr,
+		Reason: "the address was allowed for cdn.test", Flight: &flight})
+	if !ok || e.Type != NameRefused || e.Host != "evil.test" || e.Dst != addr.String() || e.Proto != "TLS SNI" || e.Port != 443 {
+		t.Fatalf("FromProxy(name refused) = %+v, %v", e, ok)
+	}
+	events = append(events, e)
 	events = append(events, SuppressedEvent("run-1", 5), SuppressedEvent("", 5),
 		FromLandlock("run-1", kaudit.Denial{Blockers: []string{"ptrace"}, PID: 42, Comm: "gdb", Exe: "/usr/bin/gdb", Syscall: "pidfd_getfd",
 			TargetPID: 7, TargetComm: "bash"}),

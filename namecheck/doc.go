@@ -27,4 +27,8 @@
 // request without exactly one Host (or an absolute-form target naming
 // another host), an IP literal as the name (unless the policy allows that
 // address), and bytes that are neither TLS nor HTTP/1 are refused.
+//
+// The reading and the judgement (ReadFlight, Judge, Explain) are free of
+// the datapath and the platform: the allowlist proxy judges the first
+// flight of its tunnels with them, in every mode.
 package namecheck

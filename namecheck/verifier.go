@@ -170,10 +170,11 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		reset(c)
 		return
 	}
-	buf, f, err := readFlight(c, v.cfg.FlightTimeout)
+	_ = c.SetReadDeadline(time.Now().Add(v.cfg.FlightTimeout))
+	buf, f, err := ReadFlight(c)
 	if err != nil {
 		if errors.Is(err, ErrIncomplete) {
-			f.Problem = "the client sent no complete first flight within " + v.cfg.FlightTimeout.String()
+			f.Problem = NoFlightWithin(v.cfg.FlightTimeout)
 		} else if f.Problem == "" {
 			// The client went away before a judgement: nothing to report.
 			reset(c)
@@ -181,17 +182,12 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		}
 	}
 	v.stats.Checked.Add(1)
-	if why := v.judge(f); why != "" {
-		r := Refusal{PID: o.PID, Comm: o.Comm, Dst: o.Dst, Flight: f, Reason: why, Audit: v.cfg.Audit}
+	if why := Judge(v.cfg.Policy(), f); why != "" {
+		r := Refusal{PID: o.PID, Comm: o.Comm, Dst: o.Dst, Flight: f, Audit: v.cfg.Audit}
 		if v.cfg.LearnedFrom != nil {
 			r.LearnedFor = v.cfg.LearnedFrom(o.Dst.Addr())
 		}
-		if len(r.LearnedFor) > 0 {
-			r.Reason += "; the address was allowed for " + strings.Join(r.LearnedFor, ", ")
-			if why == "the name is not allowed" {
-				r.Reason = "the address was allowed for " + strings.Join(r.LearnedFor, ", ")
-			}
-		}
+		r.Reason = Explain(why, r.LearnedFor)
 		v.stats.Refused.Add(1)
 		if v.cfg.OnRefuse != nil {
 			v.cfg.OnRefuse(r)
@@ -205,8 +201,15 @@ func (v *Verifier) handle(c *net.TCPConn) {
 	v.splice(c, o.Dst, buf)
 }
 
-// judge returns why the flight is refused, or "".
-func (v *Verifier) judge(f Flight) string {
+// NameNotAllowed is Judge's answer for a name the policy does not allow;
+// Explain replaces it with the names the address was allowed for.
+const NameNotAllowed = "the name is not allowed"
+
+// Judge returns why a connection whose first flight is f is refused
+// under policy p, or "" when it may go on. The rule is the package's (an
+// allowed name, exact or wildcard, not necessarily the one the address
+// was learned for); the proxy judges its tunnels with it too.
+func Judge(p *allowlist.Policy, f Flight) string {
 	if f.Problem != "" {
 		return f.Problem
 	}
@@ -216,7 +219,6 @@ func (v *Verifier) judge(f Flight) string {
 		}
 		return "the request names no host"
 	}
-	p := v.cfg.Policy()
 	if a, err := netip.ParseAddr(f.Name); err == nil {
 		if p.AllowsAddr(a.Unmap()) {
 			return ""
@@ -224,7 +226,7 @@ func (v *Verifier) judge(f Flight) string {
 		return "an IP address is not an allowed name"
 	}
 	if _, ok := p.MatchName(f.Name); !ok {
-		return "the name is not allowed"
+		return NameNotAllowed
 	}
 	// An allowed outer SNI says nothing of the inner one, which the
 	// server routes by.
@@ -234,10 +236,35 @@ func (v *Verifier) judge(f Flight) string {
 	return ""
 }
 
-// readFlight reads until Inspect can judge, MaxFlight bytes, or the
-// timeout.
-func readFlight(c *net.TCPConn, timeout time.Duration) ([]byte, Flight, error) {
-	_ = c.SetReadDeadline(time.Now().Add(timeout))
+// Explain is the reason a user reads for Judge's why, naming the names
+// the connection's address was allowed for (none: why alone). A name
+// that is not allowed is explained by those names alone: "the address
+// was allowed for registry.npmjs.org".
+func Explain(why string, allowedFor []string) string {
+	if len(allowedFor) == 0 {
+		return why
+	}
+	names := "the address was allowed for " + strings.Join(allowedFor, ", ")
+	if why == NameNotAllowed {
+		return names
+	}
+	return why + "; " + names
+}
+
+// NoFlightWithin is the problem of a client that sent no complete first
+// flight within d (a protocol whose server speaks first, or a client
+// that stalls).
+func NoFlightWithin(d time.Duration) string {
+	return "the client sent no complete first flight within " + d.String()
+}
+
+// ReadFlight reads r until Inspect can judge what it read, MaxFlight
+// bytes, or an error. It returns the bytes read, which belong to the
+// connection (the caller sends them on, untouched), and the flight. The
+// caller bounds the wait (a read deadline): a timeout before the flight
+// is complete is ErrIncomplete; another read error is returned as it is,
+// with a Flight that has no Problem unless the bytes so far were judged.
+func ReadFlight(r io.Reader) ([]byte, Flight, error) {
 	buf := make([]byte, 0, 4096)
 	for {
 		if len(buf) == cap(buf) {
@@ -245,7 +272,7 @@ func readFlight(c *net.TCPConn, timeout time.Duration) ([]byte, Flight, error) {
 			copy(nb, buf)
 			buf = nb
 		}
-		n, err := c.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		f, ierr := Inspect(buf)
 		if ierr == nil {
@@ -257,6 +284,9 @@ func readFlight(c *net.TCPConn, timeout time.Duration) ([]byte, Flight, error) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				if f.Proto == "" {
+					f.Proto = ProtoNone // nothing came
+				}
 				return buf, f, ErrIncomplete
 			}
 			return buf, f, err

@@ -159,8 +159,8 @@ func (p *Proxy) decide(ctx context.Context, ev *Event, t target) ([]netip.Addr, 
 const minDialAttempt = 2 * time.Second
 
 // dial connects to the first of addrs that answers, in order, within
-// Config.Timeout in total.
-func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, *failure) {
+// Config.Timeout in total, and returns the address it reached.
+func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, netip.Addr, *failure) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	var errs []error
@@ -184,7 +184,7 @@ func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.
 		ap := netip.AddrPortFrom(a, port)
 		conn, err := p.cfg.Dial(attempt, network, ap)
 		if err == nil {
-			return conn, nil
+			return conn, a, nil
 		}
 		last = a
 		errs = append(errs, fmt.Errorf("dial %v: %w", ap, err))
@@ -192,7 +192,7 @@ func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.
 			break
 		}
 	}
-	return nil, dialFailure(errors.Join(errs...), last)
+	return nil, netip.Addr{}, dialFailure(errors.Join(errs...), last)
 }
 
 // dialFailure maps a dial error onto each protocol's vocabulary.

@@ -201,7 +201,7 @@ func TestDialOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	addrs := []netip.Addr{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("203.0.113.2"), netip.MustParseAddr("203.0.113.3")}
-	c, f := p.dial(context.Background(), addrs, 443)
+	c, _, f := p.dial(context.Background(), addrs, 443)
 	if f != nil {
 		t.Fatalf("dial: %v", f)
 	}
@@ -211,7 +211,7 @@ func TestDialOrder(t *testing.T) {
 	}
 
 	tried = nil
-	_, f = p.dial(context.Background(), addrs[:2], 443)
+	_, _, f = p.dial(context.Background(), addrs[:2], 443)
 	if f == nil {
 		t.Fatal("dial succeeded")
 	}
@@ -259,7 +259,7 @@ func TestDialTimeoutShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	c, f := p.dial(context.Background(), []netip.Addr{netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("203.0.113.2")}, 80)
+	c, _, f := p.dial(context.Background(), []netip.Addr{netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("203.0.113.2")}, 80)
 	if f != nil {
 		t.Fatalf("dial: %v", f)
 	}

@@ -9,7 +9,8 @@
 // variables). Because it serves every mode, it is a room of its own rather
 // than part of userspace/ (the backends of the modes without BPF), and it
 // depends on neither the sandbox nor the sessions: only on the policy
-// model (allowlist, addrclass).
+// model (allowlist, addrclass) and on the name verifier's reading and
+// judgement of a first flight (namecheck).
 //
 // # Rules
 //
@@ -53,7 +54,8 @@
 // body (Content-Length other than 0, Transfer-Encoding) is malformed. After
 // "200 Connection established" the connection is a byte pipe: whatever the
 // client pipelined after the request head, a second CONNECT included, goes
-// to the tunnel's destination unparsed. There is no relayed or smuggled
+// to the tunnel's destination unparsed (once its first flight passed the
+// name check below, where there is one). There is no relayed or smuggled
 // second target.
 //
 // Absolute-form HTTP (GET http://host/path): each request on a keep-alive
@@ -84,6 +86,25 @@
 // 0x01/0x03/0x04. A wrong version, a non-zero reserved byte or a
 // truncated message closes the connection without a reply.
 //
+// # Names in tunnels
+//
+// Behind a CDN an allowed name's address serves every other name too,
+// chosen by the TLS SNI and the HTTP Host: CONNECT cdn.example:443 and
+// then a ClientHello for attacker.example is domain fronting. So a CONNECT
+// or SOCKS5 tunnel to an allowed name is checked as the datapath checks a
+// connection to a learned address (allowlist.Verify.ChecksTCP: TCP 80 and
+// 443 by default, every port with "verify": "name", none with "address"):
+// once the tunnel is answered, its first flight is read (within Timeout)
+// and judged with package namecheck, and only then written upstream, bytes
+// untouched. A name the policy does not allow, no name, an Encrypted
+// ClientHello, or nothing in time resets the client's connection; the
+// EventRefused carries the Flight and names the tunnel's own name as the
+// one the address was allowed for. IP literals, addresses an IP or CIDR
+// entry allows on the port, and loopback are judged by address. The
+// upstream connection is opened first, so an unreachable destination
+// still gets its 502 or SOCKS5 error, but nothing is written to it before
+// the verdict.
+//
 // # Answers
 //
 // HTTP refusals are 403 with a text/plain body that says what was refused
@@ -102,7 +123,8 @@
 // Every wait before a connection is established is bounded by
 // Config.Timeout: the request head or SOCKS5 handshake, each reply
 // written, the resolution and the dial (all addresses of a name share it,
-// each getting at least 2 s). Heads are limited to 64 KiB. Once a tunnel is
+// each getting at least 2 s), and a checked tunnel's first flight (at most
+// namecheck.MaxFlight bytes). Heads are limited to 64 KiB. Once a tunnel is
 // open or a request is being forwarded, there is no deadline: a tunnel
 // lives as long as its two ends, as a direct connection would (TCP
 // keep-alive finds dead remote peers; the kernel already knows when a

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/namecheck"
 )
 
 // Protocol is the way a client asked the proxy for a destination.
@@ -69,6 +71,11 @@ type Event struct {
 	Port     uint16
 	Addr     netip.Addr // the address refused or that failed, when there is one
 	Reason   string     // why, in words a user can act on
+	// Flight, on an EventRefused, is what the first bytes of an open
+	// tunnel named (its TLS SNI or HTTP Host) when that name was refused
+	// (package namecheck); Addr is then the address the tunnel led to.
+	// nil for every other event.
+	Flight *namecheck.Flight
 }
 
 // String is the line a user reads, for example
@@ -84,6 +91,16 @@ func (e Event) String() string {
 	dest := ""
 	if e.Host != "" {
 		dest = " to " + hostPort(e.Host, e.Port)
+	}
+	if e.Flight != nil {
+		// The datapath verifier's form after the client: "-> ADDR:PORT
+		// (TLS SNI NAME): REASON".
+		named := string(e.Flight.Proto)
+		if e.Flight.Name != "" {
+			named += " " + e.Flight.Name
+		}
+		return fmt.Sprintf("%s %s%s (client %v) -> %v (%s): %s", e.Kind, what, dest, e.Client,
+			netip.AddrPortFrom(e.Addr, e.Port), named, e.Reason)
 	}
 	return fmt.Sprintf("%s %s%s (client %v): %s", e.Kind, what, dest, e.Client, e.Reason)
 }

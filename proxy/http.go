@@ -218,18 +218,21 @@ func (p *Proxy) serveConnect(cc *clientConn, h *head) {
 		p.replyFailure(cc, f, what)
 		return
 	}
-	up, f := p.openUpstream(addrs, t.port)
+	up, upAddr, f := p.openUpstream(addrs, t.port)
 	if f != nil {
 		p.emitFailure(ev, f)
 		p.replyFailure(cc, f, what)
 		return
 	}
 	defer p.closeUpstream(up)
-	p.stats.connect.allowed.Add(1)
 	_ = cc.SetWriteDeadline(time.Now().Add(p.cfg.Timeout))
 	if _, err := io.WriteString(cc.Conn, connectEstablished); err != nil {
 		return
 	}
+	if !p.checkName(cc, ev, t, up, upAddr) {
+		return
+	}
+	p.stats.connect.allowed.Add(1)
 	p.tunnel(cc, up)
 }
 
@@ -452,7 +455,7 @@ func (p *Proxy) forward(cc *clientConn, bw *bufio.Writer, h *head) bool {
 		p.replyFailure(cc, f, what)
 		return false
 	}
-	up, f := p.openUpstream(addrs, t.port)
+	up, _, f := p.openUpstream(addrs, t.port)
 	if f != nil {
 		p.emitFailure(ev, f)
 		p.replyFailure(cc, f, what)

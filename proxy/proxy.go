@@ -371,18 +371,18 @@ func (cc *clientConn) releaseReader() {
 }
 
 // openUpstream dials the addresses decide returned and registers the
-// connection so that Close ends it.
-func (p *Proxy) openUpstream(addrs []netip.Addr, port uint16) (net.Conn, *failure) {
-	up, f := p.dial(p.ctx, addrs, port)
+// connection so that Close ends it; addr is the address it reached.
+func (p *Proxy) openUpstream(addrs []netip.Addr, port uint16) (up net.Conn, addr netip.Addr, f *failure) {
+	up, addr, f = p.dial(p.ctx, addrs, port)
 	if f != nil {
-		return nil, f
+		return nil, addr, f
 	}
 	if !p.track(up, false) {
 		up.Close()
-		return nil, &failure{kind: EventFailed, reason: "proxy is shutting down",
+		return nil, addr, &failure{kind: EventFailed, reason: "proxy is shutting down",
 			status: 503, socks: socksGeneralFailure, proxyStatus: "proxy_internal_error"}
 	}
-	return up, nil
+	return up, addr, nil
 }
 
 // closeUpstream closes and forgets an upstream connection.

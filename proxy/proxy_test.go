@@ -105,7 +105,9 @@ func TestStatsAndEvents(t *testing.T) {
 		policy:   mustPolicy(t, "allowed.test"),
 		resolver: map[string]string{"allowed.test": "203.0.113.10"},
 	})
-	_, _, tunnel, _ := f.roundTrip(t, "CONNECT allowed.test:443 HTTP/1.1\r\n\r\n")
+	// A tunnel to 443 counts once its first bytes carried a name; one to
+	// another port when it opens.
+	_, _, tunnel, _ := f.roundTrip(t, "CONNECT allowed.test:8443 HTTP/1.1\r\n\r\n")
 	tunnel.Close()
 	f.roundTrip(t, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n")
 	f.roundTrip(t, "CONNECT http://x/ HTTP/1.1\r\n\r\n")

@@ -114,17 +114,20 @@ func (p *Proxy) serveSOCKS5(cc *clientConn) {
 		p.socksFail(cc, f.socks)
 		return
 	}
-	up, f := p.openUpstream(addrs, t.port)
+	up, upAddr, f := p.openUpstream(addrs, t.port)
 	if f != nil {
 		p.emitFailure(ev, f)
 		p.socksFail(cc, f.socks)
 		return
 	}
 	defer p.closeUpstream(up)
-	p.stats.socks5.allowed.Add(1)
 	if !p.socksReply(cc, socksSucceeded, up.LocalAddr()) {
 		return
 	}
+	if !p.checkName(cc, ev, t, up, upAddr) {
+		return
+	}
+	p.stats.socks5.allowed.Add(1)
 	p.tunnel(cc, up)
 }
 

@@ -21,7 +21,7 @@ import (
 
 // TestPortRules: an entry's "ports" are enforced in the kernel for TCP
 // (connect) and UDP (sendmsg), for an address learned from a name and for
-// an IP entry. Each refused port has its twin, a port the rule lists on the
+// an IP entry, IPv4 and IPv6. Each refused port has its twin, a port the rule lists on the
 // same address, which the world records; the refused one it never sees.
 func TestPortRules(t *testing.T) {
 	f := newFixture(t)
@@ -34,6 +34,10 @@ func TestPortRules(t *testing.T) {
 	}{
 		{"by-name", "allowed.test", "allowed.test", world.AllowedV4},
 		{"by-address", world.DeniedV4.String(), world.DeniedV4.String(), world.DeniedV4},
+		// IPv6: the rules of connect6 and sendmsg6 (allowed6.test has
+		// only an AAAA record).
+		{"by-name-v6", "allowed6.test", "allowed6.test", world.AllowedV6},
+		{"by-address-v6", world.DeniedV6.String(), world.DeniedV6.String(), world.DeniedV6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tcpOK, tcpNo := f.w.ListenTCP(t, tc.addr), f.w.ListenTCP(t, tc.addr)
@@ -96,21 +100,24 @@ func TestPortRules(t *testing.T) {
 }
 
 // TestPortRulesUnconfined is the twin of TestPortRules' refusals: without
-// sluice the same probe reaches the port the rule leaves out.
+// sluice the same probe reaches the port the rule leaves out, over IPv4
+// and IPv6.
 func TestPortRulesUnconfined(t *testing.T) {
 	f := newFixture(t)
 	probe := world.BuildProbe(t)
-	p := f.w.ListenTCP(t, world.DeniedV4)
-	start := time.Now()
-	out, err := f.w.ClientCmd(t.Context(), probe, "tcp", world.DeniedV4.String(), fmt.Sprint(p)).Output()
-	if err != nil {
-		t.Fatalf("unconfined probe: %v %s", err, out)
-	}
-	if r, err := world.ParseProbeResult(out); err != nil || !r.OK {
-		t.Fatalf("unconfined probe: %v %v", r, err)
-	}
-	if !f.w.WaitArrival(world.All(world.Since(start), world.ToPort(world.DeniedV4, p)), 2*time.Second) {
-		t.Fatal("the world recorded no unconfined connection")
+	for _, a := range []netip.Addr{world.DeniedV4, world.DeniedV6} {
+		p := f.w.ListenTCP(t, a)
+		start := time.Now()
+		out, err := f.w.ClientCmd(t.Context(), probe, "tcp", a.String(), fmt.Sprint(p)).Output()
+		if err != nil {
+			t.Fatalf("unconfined probe to %s: %v %s", a, err, out)
+		}
+		if r, err := world.ParseProbeResult(out); err != nil || !r.OK {
+			t.Fatalf("unconfined probe to %s: %v %v", a, r, err)
+		}
+		if !f.w.WaitArrival(world.All(world.Since(start), world.ToPort(a, p)), 2*time.Second) {
+			t.Fatalf("the world recorded no unconfined connection to %s", a)
+		}
 	}
 }
 

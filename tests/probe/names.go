@@ -38,8 +38,21 @@ func pickAddr(target, fam string, r *result) (netip.Addr, error) {
 }
 
 // dialNamed connects to TARGET's address of family FAM on PORT and
-// records the peer getpeername shows in From.
-func dialNamed(args []string, r *result) (*net.TCPConn, error) {
+// records the peer getpeername shows in From. FAM "proxy" opens an HTTP
+// CONNECT tunnel to TARGET:PORT through $HTTPS_PROXY instead, "socks" a
+// SOCKS5 one through $ALL_PROXY, as programs that honour the proxy
+// variables do (the proxy resolves the name).
+func dialNamed(args []string, r *result) (net.Conn, error) {
+	switch args[1] {
+	case "proxy":
+		c, br, err := proxyTunnel(args[0], args[2])
+		if err != nil {
+			return nil, err
+		}
+		return &bufferedConn{Conn: c, r: br}, nil
+	case "socks":
+		return socksTunnel(args[0], args[2])
+	}
 	a, err := pickAddr(args[0], args[1], r)
 	if err != nil {
 		return nil, err
@@ -54,8 +67,16 @@ func dialNamed(args []string, r *result) (*net.TCPConn, error) {
 	}
 	r.From = c.RemoteAddr().String()
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	return c.(*net.TCPConn), nil
+	return c, nil
 }
+
+// bufferedConn reads through the reader that read a proxy's reply.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // runTLSName: TLS to TARGET (a name resolved through the system resolver,
 // or an address) with the SNI given, certificate unchecked; one request,
