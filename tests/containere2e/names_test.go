@@ -6,8 +6,8 @@ package containere2e
 
 import (
 	"context"
-	"os"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
