@@ -370,7 +370,7 @@ type KDNSName struct {
 var ErrKDNSCollision = errors.New("two allowed names share a kernel DNS hash key")
 
 // kdnsHash is FNV-1a over the wire form from the last byte to the first, as
-// bpf/kdns.h computes it for every suffix of a query name in one pass.
+// bpf/kdns.c computes it for every suffix of a query name in one pass.
 func kdnsHash(wire []byte) uint64 {
 	h := uint64(0xcbf29ce484222325)
 	for i := len(wire) - 1; i >= 0; i-- {
