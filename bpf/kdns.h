@@ -46,7 +46,9 @@
 
 #include "common.h"
 
-
+/* The maps. Both objects declare them from here; the loader creates them
+ * with the datapath (sluice.c) and hands them to the kernel DNS object
+ * (kdns.c), so each is one kernel map, pinned under its name. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -119,6 +121,8 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kdns_counts SEC(".maps");
 
+/* Force the types of the path's records into BTF for bpf2go -type (the
+ * datapath's generated Go declares them). */
 const struct kdns_event *unused_kdns_event __attribute__((unused));
 const struct kdns_name_key *unused_kdns_name_key __attribute__((unused));
 const struct kdns_name *unused_kdns_name __attribute__((unused));
