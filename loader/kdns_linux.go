@@ -75,6 +75,10 @@ func unpinLegacyKDNS(pinDir string) {
 	}
 }
 
+// kdnsSpec reads the embedded kernel DNS object; a test replaces it to play
+// a kernel that refuses the object's programs.
+var kdnsSpec = loadKdns
+
 // loadKDNS loads the kernel DNS path's object (bpf/kdns.c) with the
 // datapath's maps in place of its own: the two objects declare their
 // shared maps from the same headers, and every pinned map of the kernel
@@ -83,7 +87,7 @@ func unpinLegacyKDNS(pinDir string) {
 // (in the order of kdnsAttachments) are the caller's to close. An error
 // for which kdnsLoadFailed holds means this kernel refuses the programs.
 func loadKDNS(maps *sluiceMaps) ([]*ebpf.Program, error) {
-	spec, err := loadKdns()
+	spec, err := kdnsSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load kernel DNS spec: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -698,5 +699,52 @@ func TestObjectHashCoversBothObjects(t *testing.T) {
 	}
 	if objectHash() != h {
 		t.Fatal("objectHash is not a function of the objects")
+	}
+}
+
+// TestKDNSRefusedKeepsTheDatapath: on a kernel whose verifier refuses the
+// kernel DNS object (here a program of it made invalid), Open still loads
+// and attaches the datapath, says why the path is off, and leaves the tail
+// call slot empty (sluice_egress then drops what a redirected socket sends:
+// nothing judged leaves). Twin: the intact object, loaded afresh, fills it.
+func TestKDNSRefusedKeepsTheDatapath(t *testing.T) {
+	intact := kdnsSpec
+	kdnsSpec = func() (*ebpf.CollectionSpec, error) {
+		spec, err := intact()
+		if err != nil {
+			return nil, err
+		}
+		// R0 is never set: every verifier refuses the program.
+		spec.Programs[kdnsProgSluiceKdnsIngress].Instructions = asm.Instructions{asm.Return()}
+		return spec, nil
+	}
+	defer func() { kdnsSpec = intact }()
+	f := newFixture(t)
+	err := f.dp.KDNSSupported()
+	if !errors.Is(err, ErrKDNSUnsupported) || !strings.Contains(err.Error(), kdnsProgSluiceKdnsIngress) {
+		t.Fatalf("KDNSSupported: %v, want ErrKDNSUnsupported naming %s", err, kdnsProgSluiceKdnsIngress)
+	}
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatalf("the rest of the datapath: %v", err)
+	}
+	var slot uint32
+	if err := f.dp.objs.KdnsTail.Lookup(uint32(0), &slot); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Fatalf("kdns_tail with the path refused: %v (program %d), want an empty slot", err, slot)
+	}
+
+	kdnsSpec = intact
+	if err := os.Remove(filepath.Join(f.dp.pinDir, metaPin)); err != nil {
+		t.Fatal(err)
+	}
+	dp, err := Open(f.dp.pinDir, f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.KDNSSupported(); err != nil {
+		t.Fatalf("KDNSSupported with the intact object: %v", err)
+	}
+	if err := dp.objs.KdnsTail.Lookup(uint32(0), &slot); err != nil {
+		t.Fatalf("kdns_tail with the intact object: %v", err)
 	}
 }
