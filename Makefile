@@ -13,18 +13,22 @@ FUZZTIME  ?=
 
 all: build
 
-# Regenerate the committed BPF objects (needs clang-19, llvm-19, libbpf-dev).
+# Regenerate the committed BPF objects (needs clang-19, llvm-19, libbpf-dev):
+# loader/sluice_bpfel.* (bpf/sluice.c, the datapath), loader/kdns_bpfel.*
+# (bpf/kdns.c, the kernel DNS path's own object) and loader/kdnstest's fuzz
+# object (bpf/kdns_test.c); the go:generate lines are in loader/gen.go and
+# loader/kdnstest/doc.go.
 generate:
 	cd loader && $(GO) generate ./...
 
-# Fail when the committed BPF object or its generated Go is not what the
+# Fail when a committed BPF object or its generated Go is not what the
 # committed bpf/ source generates. Regenerates into the tree (so run it on a
 # clean checkout, as CI does). The output is byte-identical wherever it is
 # built: bpf2go maps the source directory out of the debug info and strips
 # DWARF, and clang-19/libbpf-dev are pinned by Debian's release. Not part of
 # `make test`: building and testing need no clang, only this check does.
 check-generate: generate
-	@git diff --exit-code --stat -- bpf/ loader/ || { echo "check-generate: loader/sluice_bpfel.* differ from what bpf/sluice.c generates: run 'make generate' and commit the result"; exit 1; }
+	@git diff --exit-code --stat -- bpf/ loader/ || { echo "check-generate: loader/*_bpfel.* differ from what bpf/ generates: run 'make generate' and commit the result"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- loader/)" || { git status --short -- loader/; echo "check-generate: make generate left untracked files in loader/"; exit 1; }
 
 build:

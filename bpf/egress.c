@@ -75,8 +75,9 @@ static __always_inline int egress_slow(struct __sk_buff *skb)
 	return 0;
 }
 
-/* The kernel DNS path's egress program (sluice_kdns_egress), reached by a
- * tail call from sluice_egress for UDP packets only. It is not attached to
+/* The kernel DNS path's egress program (sluice_kdns_egress, in the kernel
+ * DNS path's own object), reached by a tail call from sluice_egress for UDP
+ * packets only. It is not attached to
  * the sessions' cgroups as a program of its own: a cgroup_skb program costs
  * its call on every packet (a TCP connect+close cycle pays it on each of its
  * packets), and sluice_egress runs on every packet anyway. The slot is

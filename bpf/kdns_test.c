@@ -3,11 +3,12 @@
 //go:build ignore
 
 /* Fuzz targets of the kernel DNS path's parsers (loader/kdnstest): the
- * datapath's object plus two programs that run the egress and ingress
- * judges through BPF_PROG_TEST_RUN, whose dummy socket was never
- * redirected, for a fixed session and socket cookie 0. Never attached. */
+ * kernel DNS path's compilation unit (kdns.c) plus two programs that run
+ * the egress and ingress judges through BPF_PROG_TEST_RUN, whose dummy
+ * socket was never redirected, for a fixed session and socket cookie 0.
+ * Never attached. */
 
-#include "sluice.c"
+#include "kdns.c"
 
 #define KDNS_TEST_SESSION 0x8000000000006b64ULL /* no cgroup has this id */
 

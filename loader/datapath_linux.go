@@ -4,6 +4,7 @@ package loader
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -120,7 +121,7 @@ func replaceIncompatiblePins(spec *ebpf.CollectionSpec, pinDir string) ([]string
 
 // skip reports an optional attachment this datapath does without.
 func (d *Datapath) skip(a attachment) bool {
-	return (a.isUnix() && d.unixErr != nil) || (a.isKDNS() && d.kdnsErr != nil)
+	return a.isUnix() && d.unixErr != nil
 }
 
 // Open loads the programs, creates or re-opens the pinned maps under pinDir
@@ -150,7 +151,7 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 	}
 	d := &Datapath{pinDir: pinDir, cgroupPath: cgroupPath, innerSpec: spec.Maps[sluiceMapSessionEvents].InnerMap.Copy(), kdnsInner: spec.Maps[sluiceMapKdnsSessionEvents].InnerMap.Copy()}
 	d.unixErr = prepareUnix(spec)
-	d.kdnsErr = prepareKDNS(spec)
+	d.kdnsErr = kdnsDisabled()
 	cgid, err := cgroupID(cgroupPath)
 	if err != nil {
 		return nil, err
@@ -172,13 +173,6 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 			err = spec.LoadAndAssign(&d.objs, opts)
 		}
 	}
-	if err != nil && d.kdnsErr == nil && kdnsLoadFailed(err) {
-		// The kernel DNS path is optional: the datapath works without it
-		// and sessions keep the resolver path.
-		d.kdnsErr = fmt.Errorf("%w: %s", ErrKDNSUnsupported, firstLine(err.Error()))
-		stubKDNS(spec)
-		err = spec.LoadAndAssign(&d.objs, opts)
-	}
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -188,6 +182,17 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 			return nil, fmt.Errorf("load datapath: pinned maps in %s come from another sluice version (run `sluice cleanup`): %w", pinDir, err)
 		}
 		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if d.kdnsErr == nil {
+		d.kdnsProgs, err = loadKDNS(&d.objs.sluiceMaps)
+		if err != nil && kdnsLoadFailed(err) {
+			// The kernel DNS path is optional: the datapath works
+			// without it and sessions keep the resolver path.
+			d.kdnsErr = fmt.Errorf("%w: %s", ErrKDNSUnsupported, firstLine(err.Error()))
+		} else if err != nil {
+			d.objs.Close()
+			return nil, fmt.Errorf("load datapath: %w", err)
+		}
 	}
 	for _, a := range attachments {
 		if d.skip(a) {
@@ -235,11 +240,24 @@ func loadSpec() (*ebpf.CollectionSpec, error) {
 	return spec, nil
 }
 
-// objectHash identifies the embedded BPF object.
-func objectHash() [32]byte { return sha256.Sum256(_SluiceBytes) }
+// objectHash identifies the embedded BPF objects, the datapath's and the
+// kernel DNS path's: the pinned programs of both come from one build.
+func objectHash() [32]byte {
+	h := sha256.New()
+	for _, b := range [][]byte{_SluiceBytes, _KdnsBytes} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
 
-// metaPin is a one-entry array holding the hash of the object whose
-// programs the pinned links run (bpffs holds only BPF objects).
+// metaPin is a one-entry array holding the hash of the objects whose
+// programs the pinned links (and the pinned kernel DNS programs) run
+// (bpffs holds only BPF objects).
 const metaPin = "meta"
 
 func (d *Datapath) objectPinned() bool {
@@ -277,9 +295,12 @@ func (d *Datapath) pinObjectHash() error {
 }
 
 // reuse is the fast path of Open: when the pinned datapath was attached
-// from this very object (its hash is pinned beside it) and every pinned
-// link is attached to this cgroup, only the maps are opened. Loading (verifying) the programs is most of a cold
-// start, and `sluice run` pays for it on every run otherwise.
+// from these very objects (their hash is pinned beside it) and every pinned
+// link is attached to this cgroup, only the maps are opened; the kernel DNS
+// programs are the pinned ones (pinnedKDNSPrograms), whose egress program
+// the pinned kdns_tail array already holds. Loading (verifying) the
+// programs is most of a cold start, and `sluice run` pays for it on every
+// run otherwise.
 func (d *Datapath) reuse(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, cgid uint64) bool {
 	var links []link.Link
 	var progs []*ebpf.Program
@@ -499,14 +520,9 @@ func Probe(cgroupPath string) error {
 		m.Pinning = ebpf.PinNone
 	}
 	unixErr := prepareUnix(spec)
-	kdnsErr := prepareKDNS(spec)
+	kdnsErr := kdnsDisabled()
 	var objs sluiceObjects
 	err = spec.LoadAndAssign(&objs, nil)
-	if err != nil && kdnsErr == nil && kdnsLoadFailed(err) {
-		kdnsErr = err
-		stubKDNS(spec)
-		err = spec.LoadAndAssign(&objs, nil)
-	}
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -515,8 +531,21 @@ func Probe(cgroupPath string) error {
 		return fmt.Errorf("load datapath: %w", err)
 	}
 	defer objs.Close()
+	var kprogs []*ebpf.Program
+	if kdnsErr == nil {
+		kprogs, err = loadKDNS(&objs.sluiceMaps)
+		if err != nil && !kdnsLoadFailed(err) {
+			return fmt.Errorf("load datapath: %w", err)
+		}
+		kdnsErr = err // refused by this kernel: the datapath works without it
+	}
+	defer func() {
+		for _, p := range kprogs {
+			p.Close()
+		}
+	}()
 	for _, a := range attachments {
-		if (a.isUnix() && unixErr != nil) || (a.isKDNS() && kdnsErr != nil) {
+		if a.isUnix() && unixErr != nil {
 			continue
 		}
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})
@@ -528,8 +557,8 @@ func Probe(cgroupPath string) error {
 	if kdnsErr != nil {
 		return nil
 	}
-	for _, a := range kdnsAttachments {
-		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: a.prog(&objs)})
+	for i, a := range kdnsAttachments {
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.attach, Program: kprogs[i]})
 		if err != nil {
 			return fmt.Errorf("attach %s with bpf_link: %w", a.name, err)
 		}

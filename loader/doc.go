@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package loader is the Go face of sluice's kernel datapath (bpf/sluice.c,
-// one compilation unit of a file per program family):
+// a file per program family, and bpf/kdns.c, the kernel DNS path's own
+// compilation unit):
 // it loads the programs, pins maps and links under a root-only bpffs
 // directory, attaches them with bpf_link to the sluice parent cgroup,
 // re-opens the pinned objects after a restart, verifies that the programs
@@ -23,12 +24,23 @@
 //   - Addresses are stored as 16 bytes, IPv4 as ::ffff:a.b.c.d, so IPv4,
 //     IPv6 and IPv4-mapped IPv6 destinations share one key space and the
 //     mapped form is judged by the IPv4 rules.
-//   - The kernel DNS path (bpf/kdns.h, kdns_linux.go) is off unless a
+//   - Two objects: the datapath (sluice_bpfel.o) declares every pinned map
+//     and holds every program but the kernel DNS path's, which are a second
+//     object (kdns_bpfel.o) so that the path's thousand lines of parsers
+//     and judges are a unit of their own. Open loads the datapath, then the
+//     kernel DNS object with the datapath's maps in its place
+//     (MapReplacements): the two share every pinned map, one kernel object
+//     each, so the pins and their names are what one object had. A kernel
+//     that refuses the second object keeps the first (KDNSSupported says
+//     why). The pinned hash (meta) covers both objects.
+//   - The kernel DNS path (bpf/kdns.h, kdns.c, kdns_linux.go) is off unless a
 //     session has a kdns_sessions entry: its programs then judge only
 //     datagrams between a redirected UDP socket and the session's upstream.
-//     Its egress and ingress programs are attached per session, to the own
-//     cgroup of each session on that path (AttachKDNS; cgroup links are
-//     multi-attach, so they run after the parent's), not to the parent:
+//     Its ingress program is attached per session, to the own cgroup of
+//     each session on that path (AttachKDNS; cgroup links are multi-attach,
+//     so it runs after the parent's), and its egress program is a tail call
+//     of the parent's egress program (kdns_tail), not attached to the
+//     parent as programs of their own:
 //     there they ran on every packet of every session, and a TCP
 //     connect+close cycle to an allowed address paid 1.12-1.13x instead of
 //     1.065x unconfined for programs that, on the default resolver path,

@@ -10,11 +10,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -25,10 +25,13 @@ import (
 // resolver path.
 var ErrKDNSUnsupported = errors.New("the kernel DNS path does not load on this kernel")
 
-// isKDNS reports the kernel DNS path's programs: optional, so that a kernel
-// whose verifier refuses them keeps the rest of the datapath.
-func (a attachment) isKDNS() bool {
-	return a.name == "link_kdns_egress" || a.name == "link_kdns_ingress"
+// kdnsAttachment is one program of the kernel DNS path, in the kernel DNS
+// object (bpf/kdns.c): optional, so that a kernel whose verifier refuses it
+// keeps the rest of the datapath.
+type kdnsAttachment struct {
+	name   string // pin name of its links (legacy: see unpinLegacyKDNS)
+	attach ebpf.AttachType
+	prog   func(*kdnsPrograms) *ebpf.Program
 }
 
 // kdnsAttachments are the kernel DNS path's cgroup_skb programs. Neither
@@ -41,9 +44,9 @@ func (a attachment) isKDNS() bool {
 // links are multi-attach, so it runs in addition to the parent's programs,
 // and the links are pinned per session (kdnsLinkPin) so that the path
 // keeps working when the process that started the session dies.
-var kdnsAttachments = []attachment{
-	{"link_kdns_egress", ebpf.AttachCGroupInetEgress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsEgress }},
-	{"link_kdns_ingress", ebpf.AttachCGroupInetIngress, func(o *sluiceObjects) *ebpf.Program { return o.SluiceKdnsIngress }},
+var kdnsAttachments = []kdnsAttachment{
+	{"link_kdns_egress", ebpf.AttachCGroupInetEgress, func(o *kdnsPrograms) *ebpf.Program { return o.SluiceKdnsEgress }},
+	{"link_kdns_ingress", ebpf.AttachCGroupInetIngress, func(o *kdnsPrograms) *ebpf.Program { return o.SluiceKdnsIngress }},
 }
 
 // kdnsProgPins pin the programs (in the order of kdnsAttachments) so that a
@@ -72,8 +75,60 @@ func unpinLegacyKDNS(pinDir string) {
 	}
 }
 
-// installKDNS pins the freshly loaded kernel DNS programs and swaps them
-// into the links of sessions already on the kernel path; a link whose
+// kdnsSpec reads the embedded kernel DNS object; a test replaces it to play
+// a kernel that refuses the object's programs.
+var kdnsSpec = loadKdns
+
+// loadKDNS loads the kernel DNS path's object (bpf/kdns.c) with the
+// datapath's maps in place of its own: the two objects declare their
+// shared maps from the same headers, and every pinned map of the kernel
+// DNS object must be one of the datapath's (the loader pins only those).
+// Its own are the unpinned per-CPU scratch maps. The programs it returns
+// (in the order of kdnsAttachments) are the caller's to close. An error
+// for which kdnsLoadFailed holds means this kernel refuses the programs.
+func loadKDNS(maps *sluiceMaps) ([]*ebpf.Program, error) {
+	spec, err := kdnsSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load kernel DNS spec: %w", err)
+	}
+	shared := maps.byName()
+	repl := make(map[string]*ebpf.Map)
+	for name, ms := range spec.Maps {
+		if m, ok := shared[name]; ok && m != nil {
+			repl[name] = m
+			continue
+		}
+		if ms.Pinning != ebpf.PinNone {
+			return nil, fmt.Errorf("load kernel DNS object: its pinned map %s is not the datapath's", name)
+		}
+	}
+	var progs kdnsPrograms
+	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, err
+	}
+	out := make([]*ebpf.Program, len(kdnsAttachments))
+	for i, a := range kdnsAttachments {
+		out[i] = a.prog(&progs)
+	}
+	return out, nil
+}
+
+// byName lists the datapath's maps by their names in the object.
+func (m *sluiceMaps) byName() map[string]*ebpf.Map {
+	out := make(map[string]*ebpf.Map)
+	v := reflect.ValueOf(m).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		if mp, ok := v.Field(i).Interface().(*ebpf.Map); ok && name != "" {
+			out[name] = mp
+		}
+	}
+	return out
+}
+
+// installKDNS pins the freshly loaded kernel DNS programs, puts the egress
+// one into the tail call slot of the datapath's egress program and swaps
+// them into the links of sessions already on the kernel path; a link whose
 // cgroup is gone is unpinned.
 func (d *Datapath) installKDNS() error {
 	if d.kdnsErr != nil {
@@ -81,12 +136,7 @@ func (d *Datapath) installKDNS() error {
 		_ = d.objs.KdnsTail.Delete(uint32(0))
 		return nil
 	}
-	for i, a := range kdnsAttachments {
-		p, err := a.prog(&d.objs).Clone()
-		if err != nil {
-			return fmt.Errorf("kernel DNS program %s: %w", a.name, err)
-		}
-		d.kdnsProgs = append(d.kdnsProgs, p)
+	for i, p := range d.kdnsProgs {
 		pin := filepath.Join(d.pinDir, kdnsProgPins[i])
 		if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("unpin %s: %w", pin, err)
@@ -248,31 +298,20 @@ func (d *Datapath) verifyKDNS(f *os.File, path string) error {
 // why.
 func (d *Datapath) KDNSSupported() error { return d.kdnsErr }
 
-// prepareKDNS stubs the kernel DNS path out of spec when a test asks
-// (SLUICE_TEST_NO_KDNS=1, to exercise the fallback on any kernel).
-func prepareKDNS(spec *ebpf.CollectionSpec) error {
+// kdnsDisabled says why a test turned the kernel DNS path off
+// (SLUICE_TEST_NO_KDNS=1, to exercise the fallback on any kernel): the
+// kernel DNS object is then not loaded. Nil otherwise.
+func kdnsDisabled() error {
 	if os.Getenv("SLUICE_TEST_NO_KDNS") != "1" {
 		return nil
 	}
-	stubKDNS(spec)
 	return fmt.Errorf("%w: disabled by SLUICE_TEST_NO_KDNS", ErrKDNSUnsupported)
 }
 
-// stubKDNS replaces the kernel DNS path's programs by two-instruction ones
-// so that the collection loads; they are never attached (skip).
-func stubKDNS(spec *ebpf.CollectionSpec) {
-	for _, name := range []string{sluiceProgSluiceKdnsEgress, sluiceProgSluiceKdnsIngress} {
-		old := spec.Programs[name]
-		spec.Programs[name] = &ebpf.ProgramSpec{
-			Name: name, Type: ebpf.CGroupSKB, AttachType: old.AttachType, License: "Dual BSD/GPL",
-			Instructions: asm.Instructions{asm.LoadImm(asm.R0, 1, asm.DWord), asm.Return()},
-		}
-	}
-}
-
-// kdnsLoadFailed reports whether loading failed on a kernel DNS program.
+// kdnsLoadFailed reports whether loading the kernel DNS object failed on
+// one of its programs (the kernel refuses it), not on its maps.
 func kdnsLoadFailed(err error) bool {
-	return strings.Contains(err.Error(), sluiceProgSluiceKdnsEgress) || strings.Contains(err.Error(), sluiceProgSluiceKdnsIngress)
+	return strings.Contains(err.Error(), kdnsProgSluiceKdnsEgress) || strings.Contains(err.Error(), kdnsProgSluiceKdnsIngress)
 }
 
 func firstLine(s string) string {
@@ -285,26 +324,21 @@ func firstLine(s string) string {
 // ProbeKDNS loads the kernel DNS path's programs (and the maps they use)
 // without pinning or attaching anything: nil when this kernel runs them.
 func ProbeKDNS() error {
-	if os.Getenv("SLUICE_TEST_NO_KDNS") == "1" {
-		return fmt.Errorf("%w: disabled by SLUICE_TEST_NO_KDNS", ErrKDNSUnsupported)
+	if err := kdnsDisabled(); err != nil {
+		return err
 	}
-	spec, err := loadSpec()
+	spec, err := loadKdns()
 	if err != nil {
-		return fmt.Errorf("load datapath spec: %w", err)
+		return fmt.Errorf("load kernel DNS spec: %w", err)
 	}
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
-	var progs struct {
-		Egress  *ebpf.Program `ebpf:"sluice_kdns_egress"`
-		Ingress *ebpf.Program `ebpf:"sluice_kdns_ingress"`
-	}
+	var progs kdnsPrograms
 	if err := spec.LoadAndAssign(&progs, nil); err != nil {
 		return fmt.Errorf("%w: %s", ErrKDNSUnsupported, firstLine(err.Error()))
 	}
-	progs.Egress.Close()
-	progs.Ingress.Close()
-	return nil
+	return progs.Close()
 }
 
 // KDNSConfig turns on a session's kernel DNS path (bpf/kdns.h): its UDP
@@ -340,7 +374,7 @@ type KDNSName struct {
 var ErrKDNSCollision = errors.New("two allowed names share a kernel DNS hash key")
 
 // kdnsHash is FNV-1a over the wire form from the last byte to the first, as
-// bpf/kdns.h computes it for every suffix of a query name in one pass.
+// bpf/kdns.c computes it for every suffix of a query name in one pass.
 func kdnsHash(wire []byte) uint64 {
 	h := uint64(0xcbf29ce484222325)
 	for i := len(wire) - 1; i >= 0; i-- {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -599,5 +601,150 @@ func TestUpgradeReplacesIncompatiblePins(t *testing.T) {
 	// The session entry survived in its unchanged map: still judged.
 	if out := f.inSession(t, `exec 3<>/dev/tcp/203.0.113.7/80`); !strings.Contains(out, "Operation not permitted") {
 		t.Fatalf("after the upgrade: want EPERM, got %q", out)
+	}
+}
+
+// TestKDNSObjectSharesMaps: the kernel DNS path's programs, loaded from
+// their own object (bpf/kdns.c), run on the datapath's maps (the ones user
+// space writes: a map of their own would hold no session) but for their
+// per-CPU scratch space, and the datapath's egress program reaches the
+// pinned kernel DNS egress program through kdns_tail; both after a full
+// load and after a re-open that loads nothing (reuse).
+func TestKDNSObjectSharesMaps(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.KDNSSupported(); err != nil {
+		t.Fatalf("kernel DNS path not supported here: %v", err)
+	}
+	own := map[string]bool{"kdns_qscratch": true, "kdns_ascratch": true}
+	for _, reopen := range []bool{false, true} {
+		dp := f.dp
+		if reopen {
+			var err error
+			if dp, err = Open(f.dp.pinDir, f.root); err != nil {
+				t.Fatal(err)
+			}
+			defer dp.Close()
+			if !dp.reused {
+				t.Fatal("the re-open loaded the objects again")
+			}
+		}
+		shared := make(map[ebpf.MapID]string)
+		for name, m := range dp.objs.sluiceMaps.byName() {
+			info, err := m.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _ := info.ID()
+			shared[id] = name
+		}
+		for i, p := range dp.kdnsProgs {
+			info, err := p.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, ok := info.MapIDs()
+			if !ok || len(ids) == 0 {
+				t.Fatalf("%s: no map ids", kdnsAttachments[i].name)
+			}
+			var names []string
+			for _, id := range ids {
+				if name, ok := shared[id]; ok {
+					names = append(names, name)
+					continue
+				}
+				m, err := ebpf.NewMapFromID(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mi, err := m.Info()
+				m.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !own[mi.Name] {
+					t.Fatalf("%s (reopen=%v) uses map %d %q, not the datapath's", kdnsAttachments[i].name, reopen, id, mi.Name)
+				}
+			}
+			if !slices.Contains(names, "kdns_sessions") || !slices.Contains(names, "kdns_queries") {
+				t.Fatalf("%s (reopen=%v) uses the datapath's %v, want kdns_sessions and kdns_queries among them", kdnsAttachments[i].name, reopen, names)
+			}
+		}
+		var slot uint32
+		if err := dp.objs.KdnsTail.Lookup(uint32(0), &slot); err != nil {
+			t.Fatalf("kdns_tail (reopen=%v): %v", reopen, err)
+		}
+		info, err := dp.kdnsProgs[0].Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := info.ID(); ebpf.ProgramID(slot) != id {
+			t.Fatalf("kdns_tail (reopen=%v) holds program %d, want the kernel DNS egress program %d", reopen, slot, id)
+		}
+	}
+}
+
+// TestObjectHashCoversBothObjects: the pinned hash that lets a re-open skip
+// loading (reuse) changes with either object, so that a build whose kernel
+// DNS object alone changed still loads and pins its programs.
+func TestObjectHashCoversBothObjects(t *testing.T) {
+	h := objectHash()
+	for _, b := range []*[]byte{&_SluiceBytes, &_KdnsBytes} {
+		saved := *b
+		*b = append(append([]byte(nil), saved...), 0)
+		changed := objectHash() != h
+		*b = saved
+		if !changed {
+			t.Fatal("objectHash did not change with an object's bytes")
+		}
+	}
+	if objectHash() != h {
+		t.Fatal("objectHash is not a function of the objects")
+	}
+}
+
+// TestKDNSRefusedKeepsTheDatapath: on a kernel whose verifier refuses the
+// kernel DNS object (here a program of it made invalid), Open still loads
+// and attaches the datapath, says why the path is off, and leaves the tail
+// call slot empty (sluice_egress then drops what a redirected socket sends:
+// nothing judged leaves). Twin: the intact object, loaded afresh, fills it.
+func TestKDNSRefusedKeepsTheDatapath(t *testing.T) {
+	intact := kdnsSpec
+	kdnsSpec = func() (*ebpf.CollectionSpec, error) {
+		spec, err := intact()
+		if err != nil {
+			return nil, err
+		}
+		// R0 is never set: every verifier refuses the program.
+		spec.Programs[kdnsProgSluiceKdnsIngress].Instructions = asm.Instructions{asm.Return()}
+		return spec, nil
+	}
+	defer func() { kdnsSpec = intact }()
+	f := newFixture(t)
+	err := f.dp.KDNSSupported()
+	if !errors.Is(err, ErrKDNSUnsupported) || !strings.Contains(err.Error(), kdnsProgSluiceKdnsIngress) {
+		t.Fatalf("KDNSSupported: %v, want ErrKDNSUnsupported naming %s", err, kdnsProgSluiceKdnsIngress)
+	}
+	if err := f.dp.Verify(f.session); err != nil {
+		t.Fatalf("the rest of the datapath: %v", err)
+	}
+	var slot uint32
+	if err := f.dp.objs.KdnsTail.Lookup(uint32(0), &slot); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Fatalf("kdns_tail with the path refused: %v (program %d), want an empty slot", err, slot)
+	}
+
+	kdnsSpec = intact
+	if err := os.Remove(filepath.Join(f.dp.pinDir, metaPin)); err != nil {
+		t.Fatal(err)
+	}
+	dp, err := Open(f.dp.pinDir, f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.KDNSSupported(); err != nil {
+		t.Fatalf("KDNSSupported with the intact object: %v", err)
+	}
+	if err := dp.objs.KdnsTail.Lookup(uint32(0), &slot); err != nil {
+		t.Fatalf("kdns_tail with the intact object: %v", err)
 	}
 }

@@ -54,19 +54,6 @@ type sluiceEvent struct {
 	Comm   [16]int8
 }
 
-type sluiceKdnsAscratch struct {
-	_     structs.HostLayout
-	Pkt   [2048]uint8
-	Zero  uint32
-	Owner [256]uint8
-	Chain [256]uint8
-	Addrs [16]struct {
-		_    structs.HostLayout
-		Addr [16]uint8
-		Ttl  uint32
-	}
-}
-
 type sluiceKdnsEvent struct {
 	_            structs.HostLayout
 	Session      uint64
@@ -96,14 +83,6 @@ type sluiceKdnsNameKey struct {
 	_       structs.HostLayout
 	Session uint64
 	Hash    uint64
-}
-
-type sluiceKdnsQscratch struct {
-	_       structs.HostLayout
-	Pkt     [512]uint8
-	Name    [256]uint8
-	IsLabel [256]uint8
-	Q       sluiceKdnsQuery
 }
 
 type sluiceKdnsQuery struct {
@@ -334,11 +313,9 @@ const (
 	sluiceMapCidrs               = "cidrs"
 	sluiceMapDnsOrigins          = "dns_origins"
 	sluiceMapEvents              = "events"
-	sluiceMapKdnsAscratch        = "kdns_ascratch"
 	sluiceMapKdnsCounts          = "kdns_counts"
 	sluiceMapKdnsEvents          = "kdns_events"
 	sluiceMapKdnsNames           = "kdns_names"
-	sluiceMapKdnsQscratch        = "kdns_qscratch"
 	sluiceMapKdnsQueries         = "kdns_queries"
 	sluiceMapKdnsSessionEvents   = "kdns_session_events"
 	sluiceMapKdnsSessions        = "kdns_sessions"
@@ -366,8 +343,6 @@ const (
 	sluiceProgSluiceEgress       = "sluice_egress"
 	sluiceProgSluiceGetpeername4 = "sluice_getpeername4"
 	sluiceProgSluiceGetpeername6 = "sluice_getpeername6"
-	sluiceProgSluiceKdnsEgress   = "sluice_kdns_egress"
-	sluiceProgSluiceKdnsIngress  = "sluice_kdns_ingress"
 	sluiceProgSluicePostBind4    = "sluice_post_bind4"
 	sluiceProgSluicePostBind6    = "sluice_post_bind6"
 	sluiceProgSluiceRecvmsg4     = "sluice_recvmsg4"
@@ -444,8 +419,6 @@ type sluiceProgramSpecs struct {
 	SluiceEgress       *ebpf.ProgramSpec `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.ProgramSpec `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.ProgramSpec `ebpf:"sluice_getpeername6"`
-	SluiceKdnsEgress   *ebpf.ProgramSpec `ebpf:"sluice_kdns_egress"`
-	SluiceKdnsIngress  *ebpf.ProgramSpec `ebpf:"sluice_kdns_ingress"`
 	SluicePostBind4    *ebpf.ProgramSpec `ebpf:"sluice_post_bind4"`
 	SluicePostBind6    *ebpf.ProgramSpec `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg4"`
@@ -466,11 +439,9 @@ type sluiceMapSpecs struct {
 	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
-	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
 	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
-	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
@@ -540,11 +511,9 @@ type sluiceMaps struct {
 	Cidrs             *ebpf.Map `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
 	Events            *ebpf.Map `ebpf:"events"`
-	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
 	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
-	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
@@ -574,11 +543,9 @@ func (m *sluiceMaps) Close() error {
 		m.Cidrs,
 		m.DnsOrigins,
 		m.Events,
-		m.KdnsAscratch,
 		m.KdnsCounts,
 		m.KdnsEvents,
 		m.KdnsNames,
-		m.KdnsQscratch,
 		m.KdnsQueries,
 		m.KdnsSessionEvents,
 		m.KdnsSessions,
@@ -635,8 +602,6 @@ type sluicePrograms struct {
 	SluiceEgress       *ebpf.Program `ebpf:"sluice_egress"`
 	SluiceGetpeername4 *ebpf.Program `ebpf:"sluice_getpeername4"`
 	SluiceGetpeername6 *ebpf.Program `ebpf:"sluice_getpeername6"`
-	SluiceKdnsEgress   *ebpf.Program `ebpf:"sluice_kdns_egress"`
-	SluiceKdnsIngress  *ebpf.Program `ebpf:"sluice_kdns_ingress"`
 	SluicePostBind4    *ebpf.Program `ebpf:"sluice_post_bind4"`
 	SluicePostBind6    *ebpf.Program `ebpf:"sluice_post_bind6"`
 	SluiceRecvmsg4     *ebpf.Program `ebpf:"sluice_recvmsg4"`
@@ -657,8 +622,6 @@ func (p *sluicePrograms) Close() error {
 		p.SluiceEgress,
 		p.SluiceGetpeername4,
 		p.SluiceGetpeername6,
-		p.SluiceKdnsEgress,
-		p.SluiceKdnsIngress,
 		p.SluicePostBind4,
 		p.SluicePostBind6,
 		p.SluiceRecvmsg4,

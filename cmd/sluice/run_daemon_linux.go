@@ -160,48 +160,19 @@ func startFailure(err error) int {
 	return exitSluiceError
 }
 
-// reattach waits up to bound for a daemon to answer for session name after
-// the one that started it went away, and returns the command's exit
-// status. It says once that the daemon restarted. The session stays
-// confined whatever happens here: only this client gives up.
+// reattach follows session name after the daemon that started it went
+// away (api.Client.Reattach), says once that the daemon restarted, and
+// returns the command's exit status. The session stays confined whatever
+// happens here: only this client gives up.
 func reattach(ctx context.Context, c *api.Client, name string, bound time.Duration, stderr io.Writer, onEvent func(audit.Event)) (int, error) {
-	said := false
-	deadline := time.Now().Add(bound)
-	for {
-		wctx, cancel := context.WithCancel(ctx)
-		// Only the wait for a daemon is bounded; once one answers, the
-		// command may run as long as it likes.
-		timer := time.AfterFunc(time.Until(deadline), cancel)
-		code, err := c.Wait(wctx, name, func(api.SessionInfo) {
-			timer.Stop()
-			if !said {
-				said = true
-				fmt.Fprintf(stderr, "sluice: the daemon restarted; session %s goes on under the new one\n", name)
-			}
-		}, onEvent)
-		timer.Stop()
-		cancel()
-		switch {
-		case err == nil:
-			return code, nil
-		case errors.Is(err, api.ErrSessionStreamLost):
-			// It went away again: a new bound for the next one.
-			deadline = time.Now().Add(bound)
-		case errors.Is(err, api.ErrNoSuchSession):
-			return 0, fmt.Errorf("the daemon restarted and does not know session %s (sluice sessions)", name)
-		case !errors.Is(err, api.ErrNoDaemon) && ctx.Err() == nil && time.Now().Before(deadline):
-			return 0, err
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		if !time.Now().Before(deadline) {
-			return 0, fmt.Errorf("the daemon went away and none came back within %v (--reconnect-timeout); session %s goes on, still confined: sluice sessions show %s", bound, name, name)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	code, err := c.Reattach(ctx, name, bound, func(api.SessionInfo) {
+		fmt.Fprintf(stderr, "sluice: the daemon restarted; session %s goes on under the new one\n", name)
+	}, onEvent)
+	switch {
+	case errors.Is(err, api.ErrNoSuchSession):
+		return 0, fmt.Errorf("the daemon restarted and does not know session %s (sluice sessions)", name)
+	case errors.Is(err, api.ErrDaemonGone):
+		return 0, fmt.Errorf("the daemon went away and none came back within %v (--reconnect-timeout); session %s goes on, still confined: sluice sessions show %s", bound, name, name)
 	}
+	return code, err
 }

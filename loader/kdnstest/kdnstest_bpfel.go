@@ -138,20 +138,6 @@ type kdnstestSession struct {
 	DnsPort6 uint16
 }
 
-type kdnstestUnixGlob struct {
-	_     structs.HostLayout
-	Len   uint32
-	Flags uint32
-	Pat   [128]int8
-}
-
-type kdnstestUnixGlobKey struct {
-	_       structs.HostLayout
-	Session uint64
-	Index   uint32
-	Pad     uint32
-}
-
 type kdnstestUnixKey struct {
 	_        structs.HostLayout
 	Session  uint64
@@ -161,116 +147,52 @@ type kdnstestUnixKey struct {
 	Path     [112]int8
 }
 
-type kdnstestUnixScratch struct {
-	_      structs.HostLayout
-	K      kdnstestUnixKey
-	Text   [128]int8
-	Pat    [128]int8
-	Tlen   uint32
-	Plen   uint32
-	I      int32
-	J      int32
-	StarI  int32
-	StarJ  int32
-	Result int32
-	Pad    uint32
-}
-
-type kdnstestVerifyKey struct {
-	_       structs.HostLayout
-	Session uint64
-	Addr    [16]uint8
-	Port    uint32
-	Pad     uint32
-}
-
-type kdnstestVerifyOrig struct {
-	_      structs.HostLayout
-	Ip     [4]uint32
-	Port   uint16
-	Pad    uint16
-	Pid    uint32
-	Cgroup uint64
-	Comm   [16]int8
-}
-
-type kdnstestVerifySession struct {
-	_     structs.HostLayout
-	Port4 uint16
-	Port6 uint16
-	Flags uint32
-}
-
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	kdnstestMapCidrPorts           = "cidr_ports"
-	kdnstestMapCidrs               = "cidrs"
-	kdnstestMapDnsOrigins          = "dns_origins"
-	kdnstestMapEvents              = "events"
-	kdnstestMapKdnsAscratch        = "kdns_ascratch"
-	kdnstestMapKdnsCounts          = "kdns_counts"
-	kdnstestMapKdnsEvents          = "kdns_events"
-	kdnstestMapKdnsNames           = "kdns_names"
-	kdnstestMapKdnsQscratch        = "kdns_qscratch"
-	kdnstestMapKdnsQueries         = "kdns_queries"
-	kdnstestMapKdnsSessionEvents   = "kdns_session_events"
-	kdnstestMapKdnsSessions        = "kdns_sessions"
-	kdnstestMapKdnsTail            = "kdns_tail"
-	kdnstestMapLearned             = "learned"
-	kdnstestMapLearnedPorts        = "learned_ports"
-	kdnstestMapListeners           = "listeners"
-	kdnstestMapLoopbackPorts       = "loopback_ports"
-	kdnstestMapLoopbackStrict      = "loopback_strict"
-	kdnstestMapPortRules           = "port_rules"
-	kdnstestMapResolverBeats       = "resolver_beats"
-	kdnstestMapSessionCounters     = "session_counters"
-	kdnstestMapSessionEvents       = "session_events"
-	kdnstestMapSessions            = "sessions"
-	kdnstestMapUnixAllowed         = "unix_allowed"
-	kdnstestMapUnixGlobs           = "unix_globs"
-	kdnstestMapUnixScratch         = "unix_scratch"
-	kdnstestMapVerifyAddrs         = "verify_addrs"
-	kdnstestMapVerifyOrigins       = "verify_origins"
-	kdnstestMapVerifyPending       = "verify_pending"
-	kdnstestMapVerifySessions      = "verify_sessions"
-	kdnstestProgKdnsTestEgress     = "kdns_test_egress"
-	kdnstestProgKdnsTestIngress    = "kdns_test_ingress"
-	kdnstestProgSluiceConnect4     = "sluice_connect4"
-	kdnstestProgSluiceConnect6     = "sluice_connect6"
-	kdnstestProgSluiceConnectUnix  = "sluice_connect_unix"
-	kdnstestProgSluiceEgress       = "sluice_egress"
-	kdnstestProgSluiceGetpeername4 = "sluice_getpeername4"
-	kdnstestProgSluiceGetpeername6 = "sluice_getpeername6"
-	kdnstestProgSluiceKdnsEgress   = "sluice_kdns_egress"
-	kdnstestProgSluiceKdnsIngress  = "sluice_kdns_ingress"
-	kdnstestProgSluicePostBind4    = "sluice_post_bind4"
-	kdnstestProgSluicePostBind6    = "sluice_post_bind6"
-	kdnstestProgSluiceRecvmsg4     = "sluice_recvmsg4"
-	kdnstestProgSluiceRecvmsg6     = "sluice_recvmsg6"
-	kdnstestProgSluiceSendmsg4     = "sluice_sendmsg4"
-	kdnstestProgSluiceSendmsg6     = "sluice_sendmsg6"
-	kdnstestProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
-	kdnstestProgSluiceSetsockopt   = "sluice_setsockopt"
-	kdnstestProgSluiceSockCreate   = "sluice_sock_create"
-	kdnstestProgSluiceSockops      = "sluice_sockops"
-	kdnstestVarHaveSetRetval       = "have_set_retval"
-	kdnstestVarUnusedCounter       = "unused_counter"
-	kdnstestVarUnusedEvent         = "unused_event"
-	kdnstestVarUnusedEventFlag     = "unused_event_flag"
-	kdnstestVarUnusedHook          = "unused_hook"
-	kdnstestVarUnusedKdnsEvent     = "unused_kdns_event"
-	kdnstestVarUnusedKdnsName      = "unused_kdns_name"
-	kdnstestVarUnusedKdnsNameKey   = "unused_kdns_name_key"
-	kdnstestVarUnusedKdnsQuery     = "unused_kdns_query"
-	kdnstestVarUnusedKdnsQueryKey  = "unused_kdns_query_key"
-	kdnstestVarUnusedPortKind      = "unused_port_kind"
-	kdnstestVarUnusedReason        = "unused_reason"
-	kdnstestVarUnusedSessionFlag   = "unused_session_flag"
-	kdnstestVarUnusedUnixEvent     = "unused_unix_event"
-	kdnstestVarUnusedUnixVerdict   = "unused_unix_verdict"
-	kdnstestVarUnusedVerifyMode    = "unused_verify_mode"
+	kdnstestMapCidrPorts          = "cidr_ports"
+	kdnstestMapCidrs              = "cidrs"
+	kdnstestMapDnsOrigins         = "dns_origins"
+	kdnstestMapEvents             = "events"
+	kdnstestMapKdnsAscratch       = "kdns_ascratch"
+	kdnstestMapKdnsCounts         = "kdns_counts"
+	kdnstestMapKdnsEvents         = "kdns_events"
+	kdnstestMapKdnsNames          = "kdns_names"
+	kdnstestMapKdnsQscratch       = "kdns_qscratch"
+	kdnstestMapKdnsQueries        = "kdns_queries"
+	kdnstestMapKdnsSessionEvents  = "kdns_session_events"
+	kdnstestMapKdnsSessions       = "kdns_sessions"
+	kdnstestMapLearned            = "learned"
+	kdnstestMapLearnedPorts       = "learned_ports"
+	kdnstestMapListeners          = "listeners"
+	kdnstestMapLoopbackPorts      = "loopback_ports"
+	kdnstestMapLoopbackStrict     = "loopback_strict"
+	kdnstestMapPortRules          = "port_rules"
+	kdnstestMapResolverBeats      = "resolver_beats"
+	kdnstestMapSessionCounters    = "session_counters"
+	kdnstestMapSessionEvents      = "session_events"
+	kdnstestMapSessions           = "sessions"
+	kdnstestMapUnixAllowed        = "unix_allowed"
+	kdnstestProgKdnsTestEgress    = "kdns_test_egress"
+	kdnstestProgKdnsTestIngress   = "kdns_test_ingress"
+	kdnstestProgSluiceKdnsEgress  = "sluice_kdns_egress"
+	kdnstestProgSluiceKdnsIngress = "sluice_kdns_ingress"
+	kdnstestVarHaveSetRetval      = "have_set_retval"
+	kdnstestVarUnusedCounter      = "unused_counter"
+	kdnstestVarUnusedEvent        = "unused_event"
+	kdnstestVarUnusedEventFlag    = "unused_event_flag"
+	kdnstestVarUnusedHook         = "unused_hook"
+	kdnstestVarUnusedKdnsEvent    = "unused_kdns_event"
+	kdnstestVarUnusedKdnsName     = "unused_kdns_name"
+	kdnstestVarUnusedKdnsNameKey  = "unused_kdns_name_key"
+	kdnstestVarUnusedKdnsQuery    = "unused_kdns_query"
+	kdnstestVarUnusedKdnsQueryKey = "unused_kdns_query_key"
+	kdnstestVarUnusedPortKind     = "unused_port_kind"
+	kdnstestVarUnusedReason       = "unused_reason"
+	kdnstestVarUnusedSessionFlag  = "unused_session_flag"
+	kdnstestVarUnusedUnixEvent    = "unused_unix_event"
+	kdnstestVarUnusedUnixVerdict  = "unused_unix_verdict"
 )
 
 // loadKdnstest returns the embedded CollectionSpec for kdnstest.
@@ -315,26 +237,10 @@ type kdnstestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdnstestProgramSpecs struct {
-	KdnsTestEgress     *ebpf.ProgramSpec `ebpf:"kdns_test_egress"`
-	KdnsTestIngress    *ebpf.ProgramSpec `ebpf:"kdns_test_ingress"`
-	SluiceConnect4     *ebpf.ProgramSpec `ebpf:"sluice_connect4"`
-	SluiceConnect6     *ebpf.ProgramSpec `ebpf:"sluice_connect6"`
-	SluiceConnectUnix  *ebpf.ProgramSpec `ebpf:"sluice_connect_unix"`
-	SluiceEgress       *ebpf.ProgramSpec `ebpf:"sluice_egress"`
-	SluiceGetpeername4 *ebpf.ProgramSpec `ebpf:"sluice_getpeername4"`
-	SluiceGetpeername6 *ebpf.ProgramSpec `ebpf:"sluice_getpeername6"`
-	SluiceKdnsEgress   *ebpf.ProgramSpec `ebpf:"sluice_kdns_egress"`
-	SluiceKdnsIngress  *ebpf.ProgramSpec `ebpf:"sluice_kdns_ingress"`
-	SluicePostBind4    *ebpf.ProgramSpec `ebpf:"sluice_post_bind4"`
-	SluicePostBind6    *ebpf.ProgramSpec `ebpf:"sluice_post_bind6"`
-	SluiceRecvmsg4     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg4"`
-	SluiceRecvmsg6     *ebpf.ProgramSpec `ebpf:"sluice_recvmsg6"`
-	SluiceSendmsg4     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg4"`
-	SluiceSendmsg6     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg6"`
-	SluiceSendmsgUnix  *ebpf.ProgramSpec `ebpf:"sluice_sendmsg_unix"`
-	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
-	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
-	SluiceSockops      *ebpf.ProgramSpec `ebpf:"sluice_sockops"`
+	KdnsTestEgress    *ebpf.ProgramSpec `ebpf:"kdns_test_egress"`
+	KdnsTestIngress   *ebpf.ProgramSpec `ebpf:"kdns_test_ingress"`
+	SluiceKdnsEgress  *ebpf.ProgramSpec `ebpf:"sluice_kdns_egress"`
+	SluiceKdnsIngress *ebpf.ProgramSpec `ebpf:"sluice_kdns_ingress"`
 }
 
 // kdnstestMapSpecs contains maps before they are loaded into the kernel.
@@ -353,7 +259,6 @@ type kdnstestMapSpecs struct {
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.MapSpec `ebpf:"kdns_sessions"`
-	KdnsTail          *ebpf.MapSpec `ebpf:"kdns_tail"`
 	Learned           *ebpf.MapSpec `ebpf:"learned"`
 	LearnedPorts      *ebpf.MapSpec `ebpf:"learned_ports"`
 	Listeners         *ebpf.MapSpec `ebpf:"listeners"`
@@ -365,12 +270,6 @@ type kdnstestMapSpecs struct {
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
 	UnixAllowed       *ebpf.MapSpec `ebpf:"unix_allowed"`
-	UnixGlobs         *ebpf.MapSpec `ebpf:"unix_globs"`
-	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
-	VerifyAddrs       *ebpf.MapSpec `ebpf:"verify_addrs"`
-	VerifyOrigins     *ebpf.MapSpec `ebpf:"verify_origins"`
-	VerifyPending     *ebpf.MapSpec `ebpf:"verify_pending"`
-	VerifySessions    *ebpf.MapSpec `ebpf:"verify_sessions"`
 }
 
 // kdnstestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -392,7 +291,6 @@ type kdnstestVariableSpecs struct {
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
 	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
-	UnusedVerifyMode   *ebpf.VariableSpec `ebpf:"unused_verify_mode"`
 }
 
 // kdnstestObjects contains all objects after they have been loaded into the kernel.
@@ -427,7 +325,6 @@ type kdnstestMaps struct {
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
 	KdnsSessions      *ebpf.Map `ebpf:"kdns_sessions"`
-	KdnsTail          *ebpf.Map `ebpf:"kdns_tail"`
 	Learned           *ebpf.Map `ebpf:"learned"`
 	LearnedPorts      *ebpf.Map `ebpf:"learned_ports"`
 	Listeners         *ebpf.Map `ebpf:"listeners"`
@@ -439,12 +336,6 @@ type kdnstestMaps struct {
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
 	UnixAllowed       *ebpf.Map `ebpf:"unix_allowed"`
-	UnixGlobs         *ebpf.Map `ebpf:"unix_globs"`
-	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
-	VerifyAddrs       *ebpf.Map `ebpf:"verify_addrs"`
-	VerifyOrigins     *ebpf.Map `ebpf:"verify_origins"`
-	VerifyPending     *ebpf.Map `ebpf:"verify_pending"`
-	VerifySessions    *ebpf.Map `ebpf:"verify_sessions"`
 }
 
 func (m *kdnstestMaps) Close() error {
@@ -461,7 +352,6 @@ func (m *kdnstestMaps) Close() error {
 		m.KdnsQueries,
 		m.KdnsSessionEvents,
 		m.KdnsSessions,
-		m.KdnsTail,
 		m.Learned,
 		m.LearnedPorts,
 		m.Listeners,
@@ -473,12 +363,6 @@ func (m *kdnstestMaps) Close() error {
 		m.SessionEvents,
 		m.Sessions,
 		m.UnixAllowed,
-		m.UnixGlobs,
-		m.UnixScratch,
-		m.VerifyAddrs,
-		m.VerifyOrigins,
-		m.VerifyPending,
-		m.VerifySessions,
 	)
 }
 
@@ -501,57 +385,24 @@ type kdnstestVariables struct {
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
 	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
-	UnusedVerifyMode   *ebpf.Variable `ebpf:"unused_verify_mode"`
 }
 
 // kdnstestPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadKdnstestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdnstestPrograms struct {
-	KdnsTestEgress     *ebpf.Program `ebpf:"kdns_test_egress"`
-	KdnsTestIngress    *ebpf.Program `ebpf:"kdns_test_ingress"`
-	SluiceConnect4     *ebpf.Program `ebpf:"sluice_connect4"`
-	SluiceConnect6     *ebpf.Program `ebpf:"sluice_connect6"`
-	SluiceConnectUnix  *ebpf.Program `ebpf:"sluice_connect_unix"`
-	SluiceEgress       *ebpf.Program `ebpf:"sluice_egress"`
-	SluiceGetpeername4 *ebpf.Program `ebpf:"sluice_getpeername4"`
-	SluiceGetpeername6 *ebpf.Program `ebpf:"sluice_getpeername6"`
-	SluiceKdnsEgress   *ebpf.Program `ebpf:"sluice_kdns_egress"`
-	SluiceKdnsIngress  *ebpf.Program `ebpf:"sluice_kdns_ingress"`
-	SluicePostBind4    *ebpf.Program `ebpf:"sluice_post_bind4"`
-	SluicePostBind6    *ebpf.Program `ebpf:"sluice_post_bind6"`
-	SluiceRecvmsg4     *ebpf.Program `ebpf:"sluice_recvmsg4"`
-	SluiceRecvmsg6     *ebpf.Program `ebpf:"sluice_recvmsg6"`
-	SluiceSendmsg4     *ebpf.Program `ebpf:"sluice_sendmsg4"`
-	SluiceSendmsg6     *ebpf.Program `ebpf:"sluice_sendmsg6"`
-	SluiceSendmsgUnix  *ebpf.Program `ebpf:"sluice_sendmsg_unix"`
-	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
-	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
-	SluiceSockops      *ebpf.Program `ebpf:"sluice_sockops"`
+	KdnsTestEgress    *ebpf.Program `ebpf:"kdns_test_egress"`
+	KdnsTestIngress   *ebpf.Program `ebpf:"kdns_test_ingress"`
+	SluiceKdnsEgress  *ebpf.Program `ebpf:"sluice_kdns_egress"`
+	SluiceKdnsIngress *ebpf.Program `ebpf:"sluice_kdns_ingress"`
 }
 
 func (p *kdnstestPrograms) Close() error {
 	return _KdnstestClose(
 		p.KdnsTestEgress,
 		p.KdnsTestIngress,
-		p.SluiceConnect4,
-		p.SluiceConnect6,
-		p.SluiceConnectUnix,
-		p.SluiceEgress,
-		p.SluiceGetpeername4,
-		p.SluiceGetpeername6,
 		p.SluiceKdnsEgress,
 		p.SluiceKdnsIngress,
-		p.SluicePostBind4,
-		p.SluicePostBind6,
-		p.SluiceRecvmsg4,
-		p.SluiceRecvmsg6,
-		p.SluiceSendmsg4,
-		p.SluiceSendmsg6,
-		p.SluiceSendmsgUnix,
-		p.SluiceSetsockopt,
-		p.SluiceSockCreate,
-		p.SluiceSockops,
 	)
 }
 
