@@ -51,6 +51,12 @@ func (s *Session) startVerifier(opts Options) error {
 	if s.resolver != nil {
 		cfg.LearnedFrom = s.resolver.LearnedFrom
 	}
+	// Without the splice map's program the verifier copies the bytes of
+	// an allowed connection through user space (splice(2)).
+	if s.e.dp.PrepareSplice() == nil {
+		dp := s.e.dp
+		cfg.Splice = func(c, up *net.TCPConn) bool { return kernelSplice(dp, c, up) }
+	}
 	if s.netns != nil {
 		// The program's connection leaves from its own namespace (a
 		// container's routes and firewall), as it would have without

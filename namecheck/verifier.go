@@ -48,6 +48,11 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// FlightTimeout overrides FlightTimeout (tests).
 	FlightTimeout time.Duration
+	// Splice, when set, carries an allowed connection after its first
+	// flight went upstream, until both directions end, and closes both;
+	// false: it could not (nothing was read from either connection yet),
+	// and the verifier copies through user space.
+	Splice func(client, upstream *net.TCPConn) bool
 }
 
 // Refusal is a connection refused because of the name it carried.
@@ -170,6 +175,11 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		reset(c)
 		return
 	}
+	// The original address is dialled while the first flight comes: the
+	// TCP handshake is the one the program asked for, to an address its
+	// policy allows, and not one byte goes upstream before the verdict.
+	// A refused connection's upstream is reset unused.
+	up := v.dialAsync(o.Dst)
 	_ = c.SetReadDeadline(time.Now().Add(v.cfg.FlightTimeout))
 	buf, f, err := ReadFlight(c)
 	if err != nil {
@@ -177,6 +187,7 @@ func (v *Verifier) handle(c *net.TCPConn) {
 			f.Problem = NoFlightWithin(v.cfg.FlightTimeout)
 		} else if f.Problem == "" {
 			// The client went away before a judgement: nothing to report.
+			up.discard()
 			reset(c)
 			return
 		}
@@ -193,12 +204,51 @@ func (v *Verifier) handle(c *net.TCPConn) {
 			v.cfg.OnRefuse(r)
 		}
 		if !v.cfg.Audit || err != nil {
+			up.discard()
 			reset(c)
 			return
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	v.splice(c, o.Dst, buf)
+	v.splice(c, up, buf)
+}
+
+// pendingDial is a dial of the original address under way.
+type pendingDial chan dialResult
+
+type dialResult struct {
+	c   net.Conn
+	err error
+}
+
+func (v *Verifier) dialAsync(dst netip.AddrPort) pendingDial {
+	p := make(pendingDial, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := v.cfg.Dial(ctx, "tcp", dst.String())
+		cancel()
+		p <- dialResult{c, err}
+	}()
+	return p
+}
+
+// wait returns the dialled connection.
+func (p pendingDial) wait() (net.Conn, error) {
+	r := <-p
+	return r.c, r.err
+}
+
+// discard resets the connection once the dial is done, without waiting.
+func (p pendingDial) discard() {
+	go func() {
+		if c, err := p.wait(); err == nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				reset(tc)
+			} else {
+				c.Close()
+			}
+		}
+	}()
 }
 
 // NameNotAllowed is Judge's answer for a name the policy does not allow;
@@ -294,12 +344,11 @@ func ReadFlight(r io.Reader) ([]byte, Flight, error) {
 	}
 }
 
-// splice dials dst, sends it what the client sent so far, and copies both
-// ways until both directions end.
-func (v *Verifier) splice(c *net.TCPConn, dst netip.AddrPort, first []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	uc, err := v.cfg.Dial(ctx, "tcp", dst.String())
-	cancel()
+// splice takes the dialled upstream connection, sends it what the client
+// sent so far, and carries both ways until both directions end: in the
+// kernel (Config.Splice) or by copying.
+func (v *Verifier) splice(c *net.TCPConn, pd pendingDial, first []byte) {
+	uc, err := pd.wait()
 	if err != nil {
 		v.stats.Failed.Add(1)
 		reset(c)
@@ -314,6 +363,9 @@ func (v *Verifier) splice(c *net.TCPConn, dst netip.AddrPort, first []byte) {
 	if _, err := up.Write(first); err != nil {
 		reset(up)
 		reset(c)
+		return
+	}
+	if v.cfg.Splice != nil && v.cfg.Splice(c, up) {
 		return
 	}
 	var wg sync.WaitGroup

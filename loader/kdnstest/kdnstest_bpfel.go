@@ -194,6 +194,12 @@ type kdnstestVerifyOrig struct {
 	Comm   [16]int8
 }
 
+type kdnstestVerifyPeer struct {
+	_     structs.HostLayout
+	Peer  uint64
+	Bytes uint64
+}
+
 type kdnstestVerifySession struct {
 	_     structs.HostLayout
 	Port4 uint16
@@ -233,8 +239,10 @@ const (
 	kdnstestMapUnixScratch         = "unix_scratch"
 	kdnstestMapVerifyAddrs         = "verify_addrs"
 	kdnstestMapVerifyOrigins       = "verify_origins"
+	kdnstestMapVerifyPeers         = "verify_peers"
 	kdnstestMapVerifyPending       = "verify_pending"
 	kdnstestMapVerifySessions      = "verify_sessions"
+	kdnstestMapVerifySocks         = "verify_socks"
 	kdnstestProgKdnsTestEgress     = "kdns_test_egress"
 	kdnstestProgKdnsTestIngress    = "kdns_test_ingress"
 	kdnstestProgSluiceConnect4     = "sluice_connect4"
@@ -255,6 +263,7 @@ const (
 	kdnstestProgSluiceSetsockopt   = "sluice_setsockopt"
 	kdnstestProgSluiceSockCreate   = "sluice_sock_create"
 	kdnstestProgSluiceSockops      = "sluice_sockops"
+	kdnstestProgSluiceVerifySplice = "sluice_verify_splice"
 	kdnstestVarHaveSetRetval       = "have_set_retval"
 	kdnstestVarUnusedCounter       = "unused_counter"
 	kdnstestVarUnusedEvent         = "unused_event"
@@ -335,6 +344,7 @@ type kdnstestProgramSpecs struct {
 	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
 	SluiceSockops      *ebpf.ProgramSpec `ebpf:"sluice_sockops"`
+	SluiceVerifySplice *ebpf.ProgramSpec `ebpf:"sluice_verify_splice"`
 }
 
 // kdnstestMapSpecs contains maps before they are loaded into the kernel.
@@ -369,8 +379,10 @@ type kdnstestMapSpecs struct {
 	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
 	VerifyAddrs       *ebpf.MapSpec `ebpf:"verify_addrs"`
 	VerifyOrigins     *ebpf.MapSpec `ebpf:"verify_origins"`
+	VerifyPeers       *ebpf.MapSpec `ebpf:"verify_peers"`
 	VerifyPending     *ebpf.MapSpec `ebpf:"verify_pending"`
 	VerifySessions    *ebpf.MapSpec `ebpf:"verify_sessions"`
+	VerifySocks       *ebpf.MapSpec `ebpf:"verify_socks"`
 }
 
 // kdnstestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -443,8 +455,10 @@ type kdnstestMaps struct {
 	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
 	VerifyAddrs       *ebpf.Map `ebpf:"verify_addrs"`
 	VerifyOrigins     *ebpf.Map `ebpf:"verify_origins"`
+	VerifyPeers       *ebpf.Map `ebpf:"verify_peers"`
 	VerifyPending     *ebpf.Map `ebpf:"verify_pending"`
 	VerifySessions    *ebpf.Map `ebpf:"verify_sessions"`
+	VerifySocks       *ebpf.Map `ebpf:"verify_socks"`
 }
 
 func (m *kdnstestMaps) Close() error {
@@ -477,8 +491,10 @@ func (m *kdnstestMaps) Close() error {
 		m.UnixScratch,
 		m.VerifyAddrs,
 		m.VerifyOrigins,
+		m.VerifyPeers,
 		m.VerifyPending,
 		m.VerifySessions,
+		m.VerifySocks,
 	)
 }
 
@@ -528,6 +544,7 @@ type kdnstestPrograms struct {
 	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
 	SluiceSockops      *ebpf.Program `ebpf:"sluice_sockops"`
+	SluiceVerifySplice *ebpf.Program `ebpf:"sluice_verify_splice"`
 }
 
 func (p *kdnstestPrograms) Close() error {
@@ -552,6 +569,7 @@ func (p *kdnstestPrograms) Close() error {
 		p.SluiceSetsockopt,
 		p.SluiceSockCreate,
 		p.SluiceSockops,
+		p.SluiceVerifySplice,
 	)
 }
 
