@@ -175,11 +175,17 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		reset(c)
 		return
 	}
-	// The original address is dialled while the first flight comes: the
-	// TCP handshake is the one the program asked for, to an address its
-	// policy allows, and not one byte goes upstream before the verdict.
-	// A refused connection's upstream is reset unused.
-	up := v.dialAsync(o.Dst)
+	// On 80 and 443 the original address is dialled while the first
+	// flight comes: the TCP handshake is the one the program asked for,
+	// to an address its policy allows, and not one byte goes upstream
+	// before the verdict; a refused connection's upstream is reset
+	// unused. Other ports (an entry with "verify": "name") may carry a
+	// protocol whose server speaks first, or logs every contact: they are
+	// dialled after the verdict.
+	var up pendingDial
+	if early := o.Dst.Port() == 80 || o.Dst.Port() == 443; early {
+		up = v.dialAsync(o.Dst)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(v.cfg.FlightTimeout))
 	buf, f, err := ReadFlight(c)
 	if err != nil {
@@ -210,6 +216,9 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if up == nil {
+		up = v.dialAsync(o.Dst)
+	}
 	v.splice(c, up, buf)
 }
 
@@ -240,6 +249,9 @@ func (p pendingDial) wait() (net.Conn, error) {
 
 // discard resets the connection once the dial is done, without waiting.
 func (p pendingDial) discard() {
+	if p == nil {
+		return
+	}
 	go func() {
 		if c, err := p.wait(); err == nil {
 			if tc, ok := c.(*net.TCPConn); ok {
