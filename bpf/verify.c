@@ -43,9 +43,8 @@ int sluice_sockops(struct bpf_sock_ops *skops)
 }
 
 /* Runs for every skb a socket in verify_socks receives: out of its peer,
- * or, without a peer (evicted), into its own queue for the verifier to
- * copy. A peer socket that is gone drops the bytes; the verifier then
- * sees that socket's end and resets both. */
+ * or, without one (its entry evicted, its socket not in the map or closed),
+ * into its own queue for the verifier to copy. */
 SEC("sk_skb/verdict")
 int sluice_verify_splice(struct __sk_buff *skb)
 {
@@ -59,8 +58,10 @@ int sluice_verify_splice(struct __sk_buff *skb)
 	if (!p)
 		return SK_PASS;
 	__u32 len = skb->len;
-	long r = bpf_sk_redirect_hash(skb, &verify_socks, &p->peer, 0);
-	if (r == SK_PASS)
-		__sync_fetch_and_add(&p->bytes, len);
-	return r;
+	/* A peer not in the map (yet, or any more) leaves the bytes to the
+	 * verifier's copy, rather than dropping them. */
+	if (bpf_sk_redirect_hash(skb, &verify_socks, &p->peer, 0) != SK_PASS)
+		return SK_PASS;
+	__sync_fetch_and_add(&p->bytes, len);
+	return SK_PASS;
 }

@@ -61,8 +61,10 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } verify_pending SEC(".maps");
 
-/* In-kernel splice of a judged connection. Once the verifier allowed a
- * connection and wrote its first flight upstream, it puts its two sockets
+/* In-kernel splice of a judged connection (opt-in: on Linux 6.18 it
+ * measured slower than splice(2), docs/benchmarks.md). Once the verifier
+ * allowed a connection (its first flight only peeked at, still queued), it
+ * puts its two sockets
  * (the one it accepted from the client and the one it dialled) in
  * verify_socks, keyed by socket cookie, with each one's peer in
  * verify_peers; the sk_skb verdict program attached to verify_socks

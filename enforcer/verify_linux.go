@@ -26,6 +26,14 @@ import (
 type VerifyOptions struct {
 	// OnRefuse receives the verifier's refusals.
 	OnRefuse func(namecheck.Refusal)
+	// KernelSplice carries allowed connections in the kernel (a sockhash
+	// and an sk_skb verdict redirect, loader.Splice) instead of
+	// splice(2) through this process. Off by default: on Linux 6.18 the
+	// kernel's redirect (a worker thread per destination, which waits a
+	// clock tick whenever the send buffer fills) measured slower than
+	// splice(2) for bulk and no faster for handshakes
+	// (docs/benchmarks.md); the benchmark keeps both side by side.
+	KernelSplice bool
 }
 
 // startVerifier serves the session's verifier on loopback of the
@@ -53,7 +61,7 @@ func (s *Session) startVerifier(opts Options) error {
 	}
 	// Without the splice map's program the verifier copies the bytes of
 	// an allowed connection through user space (splice(2)).
-	if s.e.dp.PrepareSplice() == nil {
+	if opts.Verify != nil && opts.Verify.KernelSplice && s.e.dp.PrepareSplice() == nil {
 		dp := s.e.dp
 		cfg.Splice = func(c, up *net.TCPConn) bool { return kernelSplice(dp, c, up) }
 	}

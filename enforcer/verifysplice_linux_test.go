@@ -39,13 +39,8 @@ func tcpPair(t *testing.T) (dialed, accepted *net.TCPConn) {
 	return d.(*net.TCPConn), a.(*net.TCPConn)
 }
 
-// TestKernelSpliceKeepsEveryByte: a connection carried by the in-kernel
-// splice delivers every byte in order both ways (checksums of 64 MiB each
-// way), including bytes queued before the splice began and the first flight
-// the verifier wrote itself, passes a half-close on only after the data
-// before it, keeps the other direction open after it, and the bytes went
-// through the kernel's redirect, not a copy in this process.
-func TestKernelSpliceKeepsEveryByte(t *testing.T) {
+// spliceEnforcer opens an enforcer of its own with the splice ready.
+func spliceEnforcer(t *testing.T) *Enforcer {
 	needs.Have(t, needs.Kernel...)
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
@@ -67,6 +62,17 @@ func TestKernelSpliceKeepsEveryByte(t *testing.T) {
 	if err := e.dp.PrepareSplice(); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// TestKernelSpliceKeepsEveryByte: a connection carried by the in-kernel
+// splice delivers every byte in order both ways (checksums of 64 MiB each
+// way), including bytes queued before the splice began and the first flight
+// the verifier wrote itself, passes a half-close on only after the data
+// before it, keeps the other direction open after it, and the bytes went
+// through the kernel's redirect, not a copy in this process.
+func TestKernelSpliceKeepsEveryByte(t *testing.T) {
+	e := spliceEnforcer(t)
 	client, c := tcpPair(t)  // the program and the verifier's accepted end
 	up, server := tcpPair(t) // the verifier's upstream and the server
 	const size = 64 << 20
@@ -111,6 +117,7 @@ func TestKernelSpliceKeepsEveryByte(t *testing.T) {
 	// count before the half-close.
 	deadline := time.Now().Add(30 * time.Second)
 	var redirected uint64
+	var err error
 	for time.Now().Before(deadline) {
 		if redirected, err = e.dp.SplicedBytes(cookie); err == nil && redirected >= size-first {
 			break
@@ -157,5 +164,53 @@ func TestKernelSpliceKeepsEveryByte(t *testing.T) {
 	}
 	if _, err := e.dp.SplicedBytes(cookie); err == nil {
 		t.Error("the splice left its entry in the map")
+	}
+}
+
+// TestKernelSpliceCarriesAnAnswerQueuedBefore: the server answers the
+// first flight before the sockets are in the map (a TLS server's
+// ServerHello): the answer reaches the client at once, and so does every
+// exchange after it.
+func TestKernelSpliceCarriesAnAnswerQueuedBefore(t *testing.T) {
+	e := spliceEnforcer(t)
+	client, c := tcpPair(t)
+	up, server := tcpPair(t)
+	if _, err := up.Write([]byte("hello?")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 64)
+	if n, err := server.Read(b); err != nil || string(b[:n]) != "hello?" {
+		t.Fatalf("server read %q %v", b[:n], err)
+	}
+	if _, err := server.Write([]byte("hello!")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // queued in up before the splice
+	done := make(chan bool, 1)
+	go func() { done <- kernelSplice(e.dp, c, up) }()
+	_ = client.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = server.SetDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.ReadFull(client, b[:6]); err != nil || string(b[:n]) != "hello!" {
+		t.Fatalf("client read %q %v", b[:n], err)
+	}
+	for i := range 50 {
+		msg := []byte{byte(i), 'p', 'i', 'n', 'g'}
+		if _, err := client.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(server, b[:5]); err != nil || !bytes.Equal(b[:5], msg) {
+			t.Fatalf("exchange %d: server read %q %v", i, b[:5], err)
+		}
+		if _, err := server.Write(msg[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, b[:1]); err != nil || b[0] != byte(i) {
+			t.Fatalf("exchange %d: client read %q %v", i, b[:1], err)
+		}
+	}
+	client.Close()
+	server.Close()
+	if ok := <-done; !ok {
+		t.Fatal("the sockets could not be spliced in the kernel")
 	}
 }

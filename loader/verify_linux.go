@@ -144,6 +144,10 @@ func (d *Datapath) removeVerify(cgid uint64, errs *[]error) {
 	}
 }
 
+// spliceBuf is the send buffer of a spliced socket, half its receive
+// buffer (see Splice).
+const spliceBuf = 8 << 20
+
 // PrepareSplice makes the in-kernel splice of judged connections ready
 // (bpf/verify.h, verify_socks): a datapath this process loaded attaches
 // its sk_skb verdict program to the splice map (again: the program of a
@@ -175,13 +179,23 @@ func (d *Datapath) PrepareSplice() error {
 // each sending what it receives out of the other, and returns their
 // socket cookies. Bytes either one received before are run through the
 // verdict at once: the kernel otherwise leaves them queued until the next
-// packet comes. The caller wrote upstream whatever it read itself before.
+// packet comes. b goes in first: with the client's first flight still
+// queued in a, nothing reaches b before a is in the map too.
 func (d *Datapath) Splice(a, b int) (ca, cb uint64, err error) {
 	if ca, err = unix.GetsockoptUint64(a, unix.SOL_SOCKET, unix.SO_COOKIE); err != nil {
 		return 0, 0, fmt.Errorf("in-kernel splice: socket cookie: %w", err)
 	}
 	if cb, err = unix.GetsockoptUint64(b, unix.SOL_SOCKET, unix.SO_COOKIE); err != nil {
 		return 0, 0, fmt.Errorf("in-kernel splice: socket cookie: %w", err)
+	}
+	// The kernel's sending of redirected bytes waits a whole clock tick
+	// when the destination's send buffer is full, and bytes queued for
+	// it stay charged to the receiving socket, whose window then closes:
+	// buffers beyond TCP's autotuning ceiling make both rarer (one process, loopback:
+	// 0.9-1.1x of splice(2)'s throughput with them, 0.4-1.0x without).
+	for _, fd := range []int{a, b} {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, spliceBuf)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 2*spliceBuf)
 	}
 	// The peers first: a socket in the map without one keeps its bytes.
 	if err := d.objs.VerifyPeers.Update(ca, sluiceVerifyPeer{Peer: cb}, ebpf.UpdateAny); err != nil {
