@@ -108,6 +108,12 @@ func spliceDirection(dp *loader.Datapath, src, dst *net.TCPConn, srcCookie, base
 	_ = dst.CloseWrite()
 }
 
+// tcpClose is TCP_CLOSE of tcp_info's state.
+const tcpClose = 7
+
+// errSpliceClosed is a spliced socket that can send no more.
+var errSpliceClosed = errors.New("the connection was reset")
+
 // handed is how many bytes c's TCP stack was handed to send in all:
 // those acknowledged (the SYN included) plus those in its send queue. The
 // acknowledged count is read first: an acknowledgment between the two
@@ -124,6 +130,14 @@ func handed(c *net.TCPConn) (uint64, error) {
 			return err
 		}
 		got = info.Bytes_acked + uint64(outq)
+		// A socket that was reset (its program closed it and answered
+		// the redirected bytes with a reset) will take no more.
+		if info.State == tcpClose {
+			return errSpliceClosed
+		}
+		if soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err == nil && soerr != 0 {
+			return fmt.Errorf("%w: %w", errSpliceClosed, unix.Errno(soerr))
+		}
 		return nil
 	})
 	if err != nil {

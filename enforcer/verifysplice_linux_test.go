@@ -214,3 +214,34 @@ func TestKernelSpliceCarriesAnAnswerQueuedBefore(t *testing.T) {
 		t.Fatal("the sockets could not be spliced in the kernel")
 	}
 }
+
+// TestKernelSpliceEndsWhenTheClientIsGone: the client closes while the
+// server still sends (a TLS server's session tickets after the
+// handshake): the bytes the kernel could not deliver do not keep the
+// splice waiting for them.
+func TestKernelSpliceEndsWhenTheClientIsGone(t *testing.T) {
+	e := spliceEnforcer(t)
+	client, c := tcpPair(t)
+	up, server := tcpPair(t)
+	done := make(chan bool, 1)
+	go func() { done <- kernelSplice(e.dp, c, up) }()
+	if _, err := client.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(server, b); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	time.Sleep(20 * time.Millisecond)
+	for range 4 {
+		_, _ = server.Write(make([]byte, 300))
+		time.Sleep(5 * time.Millisecond)
+	}
+	server.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the splice still waits after both ends closed")
+	}
+}
