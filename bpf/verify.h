@@ -62,7 +62,7 @@ struct {
 } verify_pending SEC(".maps");
 
 /* In-kernel splice of a judged connection (opt-in: on Linux 6.18 it
- * measured slower than splice(2), docs/benchmarks.md). Once the verifier
+ * measured no faster than splice(2), docs/benchmarks.md). Once the verifier
  * allowed a connection (its first flight only peeked at, still queued), it
  * puts its two sockets
  * (the one it accepted from the client and the one it dialled) in

@@ -30,8 +30,8 @@ type VerifyOptions struct {
 	// and an sk_skb verdict redirect, loader.Splice) instead of
 	// splice(2) through this process. Off by default: on Linux 6.18 the
 	// kernel's redirect (a worker thread per destination, which waits a
-	// clock tick whenever the send buffer fills) measured slower than
-	// splice(2) for bulk and no faster for handshakes
+	// clock tick whenever the send buffer fills) measured no faster than
+	// splice(2) for bulk and adds a wake-up to each handshake flight
 	// (docs/benchmarks.md); the benchmark keeps both side by side.
 	KernelSplice bool
 }
