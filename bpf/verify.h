@@ -61,6 +61,43 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } verify_pending SEC(".maps");
 
+/* In-kernel splice of a judged connection (opt-in: on Linux 6.18 it
+ * measured no faster than splice(2), docs/benchmarks.md). Once the verifier
+ * allowed a connection (its first flight only peeked at, still queued), it
+ * puts its two sockets
+ * (the one it accepted from the client and the one it dialled) in
+ * verify_socks, keyed by socket cookie, with each one's peer in
+ * verify_peers; the sk_skb verdict program attached to verify_socks
+ * (verify.c) then sends every byte either socket receives out of the
+ * other one, without a copy through user space. bytes counts what was
+ * redirected out of the peer, so that the verifier can tell when all of
+ * it was written before it passes an end of stream on (redirected data
+ * carries no FIN). An LRU: a verifier that died leaves entries that must
+ * not fill the map; an entry evicted early leaves its bytes to the
+ * verifier's user-space copy. */
+#define VERIFY_MAX_SPLICED (64 * 1024)
+
+struct verify_peer {
+	__u64 peer;  /* socket cookie of the socket to send out of */
+	__u64 bytes; /* bytes redirected to it */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, VERIFY_MAX_SPLICED);
+	__type(key, __u64);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} verify_socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, VERIFY_MAX_SPLICED);
+	__type(key, __u64);
+	__type(value, struct verify_peer);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} verify_peers SEC(".maps");
+
 const enum sluice_verify_mode *unused_verify_mode __attribute__((unused));
 
 /* verify_mode is how the learned address v->ip is judged beyond address:

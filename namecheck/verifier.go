@@ -48,6 +48,12 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// FlightTimeout overrides FlightTimeout (tests).
 	FlightTimeout time.Duration
+	// Splice, when set, carries an allowed connection (its first flight
+	// still queued, or already written upstream where it could not be
+	// peeked at) until both directions end, and closes both; false: it
+	// could not (nothing was read from either connection), and the
+	// verifier copies through user space.
+	Splice func(client, upstream *net.TCPConn) bool
 }
 
 // Refusal is a connection refused because of the name it carried.
@@ -150,34 +156,56 @@ func (v *Verifier) Close() {
 	}
 }
 
-// reset closes c with a TCP reset (SO_LINGER 0), so that the client fails
-// at once instead of reading an orderly end of stream.
-func reset(c *net.TCPConn) {
-	_ = c.SetLinger(0)
+// Reset closes c, with a TCP reset (SO_LINGER 0) when it is a TCP
+// connection, so that the peer fails at once instead of reading an
+// orderly end of stream. The verifier and the proxy refuse with it.
+func Reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
 	c.Close()
 }
 
 func (v *Verifier) handle(c *net.TCPConn) {
 	peer, err := netip.ParseAddrPort(c.RemoteAddr().String())
 	if err != nil {
-		reset(c)
+		Reset(c)
 		return
 	}
 	o, ok := v.cfg.Origin(peer)
 	if !ok {
 		// Not sent by the datapath: a process of the session dialled the
 		// verifier's port itself. Nothing to splice to.
-		reset(c)
+		Reset(c)
 		return
 	}
+	// On 80 and 443 the original address is dialled while the first
+	// flight comes: the TCP handshake is the one the program asked for,
+	// to an address its policy allows, and not one byte goes upstream
+	// before the verdict; a refused connection's upstream is reset
+	// unused. Other ports (an entry with "verify": "name") may carry a
+	// protocol whose server speaks first, or logs every contact: they are
+	// dialled after the verdict.
+	var up pendingDial
+	if early := o.Dst.Port() == 80 || o.Dst.Port() == 443; early {
+		up = v.dialAsync(o.Dst)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(v.cfg.FlightTimeout))
-	buf, f, err := ReadFlight(c)
+	// Peeked, the first flight stays queued and goes upstream with the
+	// rest, in the kernel or by the copy.
+	peeked := true
+	buf, f, err := PeekFlight(c)
+	if errors.Is(err, errors.ErrUnsupported) {
+		peeked = false
+		buf, f, err = ReadFlight(c)
+	}
 	if err != nil {
 		if errors.Is(err, ErrIncomplete) {
 			f.Problem = NoFlightWithin(v.cfg.FlightTimeout)
 		} else if f.Problem == "" {
 			// The client went away before a judgement: nothing to report.
-			reset(c)
+			up.discard()
+			Reset(c)
 			return
 		}
 	}
@@ -193,12 +221,56 @@ func (v *Verifier) handle(c *net.TCPConn) {
 			v.cfg.OnRefuse(r)
 		}
 		if !v.cfg.Audit || err != nil {
-			reset(c)
+			up.discard()
+			Reset(c)
 			return
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	v.splice(c, o.Dst, buf)
+	if up == nil {
+		up = v.dialAsync(o.Dst)
+	}
+	if peeked {
+		buf = nil
+	}
+	v.splice(c, up, buf)
+}
+
+// pendingDial is a dial of the original address under way.
+type pendingDial chan dialResult
+
+type dialResult struct {
+	c   net.Conn
+	err error
+}
+
+func (v *Verifier) dialAsync(dst netip.AddrPort) pendingDial {
+	p := make(pendingDial, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := v.cfg.Dial(ctx, "tcp", dst.String())
+		cancel()
+		p <- dialResult{c, err}
+	}()
+	return p
+}
+
+// wait returns the dialled connection.
+func (p pendingDial) wait() (net.Conn, error) {
+	r := <-p
+	return r.c, r.err
+}
+
+// discard resets the connection once the dial is done, without waiting.
+func (p pendingDial) discard() {
+	if p == nil {
+		return
+	}
+	go func() {
+		if c, err := p.wait(); err == nil {
+			Reset(c)
+		}
+	}()
 }
 
 // NameNotAllowed is Judge's answer for a name the policy does not allow;
@@ -294,26 +366,30 @@ func ReadFlight(r io.Reader) ([]byte, Flight, error) {
 	}
 }
 
-// splice dials dst, sends it what the client sent so far, and copies both
-// ways until both directions end.
-func (v *Verifier) splice(c *net.TCPConn, dst netip.AddrPort, first []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	uc, err := v.cfg.Dial(ctx, "tcp", dst.String())
-	cancel()
+// splice takes the dialled upstream connection, sends it first (what the
+// client sent so far and is no longer queued), and carries both ways until both directions end: in the
+// kernel (Config.Splice) or by copying.
+func (v *Verifier) splice(c *net.TCPConn, pd pendingDial, first []byte) {
+	uc, err := pd.wait()
 	if err != nil {
 		v.stats.Failed.Add(1)
-		reset(c)
+		Reset(c)
 		return
 	}
 	up, ok := uc.(*net.TCPConn)
 	if !ok {
 		uc.Close()
-		reset(c)
+		Reset(c)
 		return
 	}
-	if _, err := up.Write(first); err != nil {
-		reset(up)
-		reset(c)
+	if len(first) > 0 {
+		if _, err := up.Write(first); err != nil {
+			Reset(up)
+			Reset(c)
+			return
+		}
+	}
+	if v.cfg.Splice != nil && v.cfg.Splice(c, up) {
 		return
 	}
 	var wg sync.WaitGroup
@@ -321,8 +397,8 @@ func (v *Verifier) splice(c *net.TCPConn, dst netip.AddrPort, first []byte) {
 		defer wg.Done()
 		if _, err := io.Copy(dst, src); err != nil {
 			// A reset on one side is passed on as a reset.
-			reset(dst)
-			reset(src)
+			Reset(dst)
+			Reset(src)
 			return
 		}
 		_ = dst.CloseWrite()

@@ -65,7 +65,7 @@ func (p *Proxy) checkName(cc *clientConn, ev Event, t target, up net.Conn, upAdd
 		ev.Flight = &f
 		ev.Reason = namecheck.Explain(why, []string{name})
 		p.emit(ev)
-		resetConn(cc.Conn)
+		namecheck.Reset(cc.Conn)
 		return false
 	}
 	_ = up.SetWriteDeadline(time.Now().Add(p.cfg.Timeout))
@@ -75,13 +75,4 @@ func (p *Proxy) checkName(cc *clientConn, ev Event, t target, up net.Conn, upAdd
 	_ = up.SetWriteDeadline(time.Time{})
 	p.stats.up.Add(uint64(len(first)))
 	return true
-}
-
-// resetConn closes c with a TCP reset (SO_LINGER 0) where it can, so that
-// a refused client fails at once instead of reading an orderly end.
-func resetConn(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	c.Close()
 }
