@@ -5,6 +5,7 @@ package sessions
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,15 +138,31 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	ss := sv.newSession(api.SessionInfo{UID: plan.Spawn.UID, Created: time.Now().UTC(), Argv: req.Argv, Audit: req.Audit, Ask: req.Ask, Parent: plan.Parent()},
 		plan.Requested, h)
 	ss.cmdStarted = make(chan struct{})
+	unixSockets, env := sv.cfg.UnixSockets, req.Env
+	dockerPath := ""
+	if req.Docker {
+		// The session reaches its own Docker socket, by this name only;
+		// the engine's stays refused unless its policy lists it.
+		dockerPath = dockerSocketPath(sv.e.StateDir())
+		unixSockets = append(slices.Clone(unixSockets), dockerPath)
+		env = append(slices.Clone(env), "DOCKER_HOST=unix://"+dockerPath)
+	}
 	es, err := sv.e.NewSession(enforcer.Options{Policy: plan.Policy, Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: ss.DNSOptions(),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent}, SharedEvents: sv.cfg.SharedEvents, UnixSockets: sv.cfg.UnixSockets, NetNS: w.NetNS})
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent}, SharedEvents: sv.cfg.SharedEvents, UnixSockets: unixSockets, NetNS: w.NetNS})
 	if err != nil {
 		return nil, wrapf(Invalid, err, "session")
 	}
 	ss.Bind(es)
 	ss.ProxyPort = es.ProxyAddr().Port()
-	spec := enforcer.CommandSpec{Path: plan.Path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
+	if req.Docker {
+		if err := sv.startDocker(ss, plan, dockerPath); err != nil {
+			_ = es.Close()
+			sv.forget(ss)
+			return nil, wrapf(Invalid, err, "docker")
+		}
+	}
+	spec := enforcer.CommandSpec{Path: plan.Path, Argv: req.Argv, Env: env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], ExtraFiles: extra, User: plan.Spawn,
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &plan.Hidden, MountNamespaceOf: w.MountNamespaceOf,
 			AllowUserNamespaces: req.AllowUserNamespaces, ReadOnly: plan.ReadOnly},
@@ -200,6 +217,9 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 // drop undoes a session whose command did not start: its datapath, its
 // registration, the front door's records.
 func (sv *Service) drop(ss *Session) {
+	if ss.docker != nil {
+		_ = ss.docker.stop()
+	}
 	_ = ss.es.Close()
 	ss.readers.Wait()
 	sv.forget(ss)
