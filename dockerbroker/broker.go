@@ -420,6 +420,9 @@ func (b *Broker) forward(w http.ResponseWriter, r *http.Request, body []byte, af
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	// The header goes out at once: a client waits for it before going on
+	// (docker run waits for its wait request's answer before the start).
+	_ = rc.Flush()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)

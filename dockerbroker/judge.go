@@ -26,8 +26,11 @@ type Refusal struct {
 	What, Why string
 }
 
-// Error is the message the client gets, and the session's line.
-func (r *Refusal) Error() string { return "sluice: refused " + r.What + ": " + r.Why }
+// Error is the message the client gets.
+func (r *Refusal) Error() string { return "sluice: " + r.Line() }
+
+// Line is the refusal as the session's line and audit message say it.
+func (r *Refusal) Line() string { return "refused " + r.What + ": " + r.Why }
 
 func refuse(what, format string, args ...any) *Refusal {
 	return &Refusal{What: what, Why: fmt.Sprintf(format, args...)}

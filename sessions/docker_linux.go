@@ -84,6 +84,14 @@ func containerParent(root *cgroups.Root) string {
 
 // startDocker serves ss's Docker socket at path.
 func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
+	// The session's user must traverse the state directory to its socket
+	// (0600, its own); the directory stays unlistable to it, and the
+	// session locks below it stay root's (0700).
+	if st, err := os.Stat(sv.e.StateDir()); err == nil && st.Mode().Perm()&0o011 != 0o011 {
+		if err := os.Chmod(sv.e.StateDir(), st.Mode().Perm()|0o011); err != nil {
+			return fmt.Errorf("the state directory: %w", err)
+		}
+	}
 	l, err := dockerbroker.Listen(path, int(plan.Spawn.UID), int(plan.Spawn.GID))
 	if err != nil {
 		return err
@@ -106,7 +114,7 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 		Engine:        engine,
 		AllowRegistry: func(host string) bool { return registryAllowed(ss.es.Policy(), host) },
 		OnRefuse: func(r *dockerbroker.Refusal) {
-			ss.Deliver(audit.Event{Type: audit.DockerRefused, Session: ss.Name(), Reason: r.Why, Message: r.Error()})
+			ss.Deliver(audit.Event{Type: audit.DockerRefused, Session: ss.Name(), Reason: r.Why, Message: "docker: " + r.Line()})
 		},
 		OnStart: func(id string) error { return sv.attachContainer(ss, d, id) },
 	})
