@@ -34,9 +34,9 @@ type Config struct {
 	OnRefuse func(*Refusal)
 	// OnStart runs once the engine says a container of the session
 	// started, before the client hears it: the session service attaches
-	// the container's cgroup with the session's policy. An error is the
-	// client's (the container is left where the datapath refuses it all
-	// but loopback).
+	// the container's cgroup with the session's policy. On an error the
+	// container is removed (it must not run outside the session's
+	// policy) and the client is told why.
 	OnStart func(id string) error
 }
 
@@ -104,19 +104,25 @@ func (b *Broker) Containers() []string {
 func (b *Broker) RemoveAll(ctx context.Context) error {
 	var errs []error
 	for _, id := range b.Containers() {
-		req, _ := http.NewRequestWithContext(ctx, "DELETE", "http://docker/containers/"+id+"?force=1&v=1", nil)
-		resp, err := b.engine.Do(req)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("remove container %.12s: %w", id, err))
-			continue
-		}
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusNotFound {
-			errs = append(errs, fmt.Errorf("remove container %.12s: %s: %s", id, resp.Status, bytes.TrimSpace(msg)))
-		}
+		errs = append(errs, b.remove(ctx, id))
 	}
 	return errors.Join(errs...)
+}
+
+// remove force-removes the container id with its anonymous volumes; one
+// already gone is not an error.
+func (b *Broker) remove(ctx context.Context, id string) error {
+	req, _ := http.NewRequestWithContext(ctx, "DELETE", "http://docker/containers/"+id+"?force=1&v=1", nil)
+	resp, err := b.engine.Do(req)
+	if err != nil {
+		return fmt.Errorf("remove container %.12s: %w", id, err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusNotFound {
+		return fmt.Errorf("remove container %.12s: %s: %s", id, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
 }
 
 func (b *Broker) dialEngine(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -191,7 +197,15 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				if resp.StatusCode/100 != 2 {
 					return nil
 				}
-				return b.cfg.OnStart(id)
+				if err := b.cfg.OnStart(id); err != nil {
+					// Not confined by the session's policy: it does not
+					// run at all.
+					if rerr := b.remove(context.Background(), id); rerr != nil {
+						return fmt.Errorf("%w; and it could not be removed: %v", err, rerr)
+					}
+					return fmt.Errorf("%w; the container was removed", err)
+				}
+				return nil
 			}
 		}
 		b.forward(w, r, nil, after)

@@ -27,6 +27,7 @@ type fakeEngine struct {
 	created []map[string]any
 	started []string
 	labels  map[string]string
+	removed int
 }
 
 func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +79,11 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		brw.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
 		brw.Flush()
 		_, _ = io.Copy(c, brw)
+	case r.Method == "DELETE" && p == "/containers/"+fakeID:
+		f.mu.Lock()
+		f.removed++
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
 	case p == "/containers/other/json":
 		_ = json.NewEncoder(w).Encode(map[string]any{"Id": strings.Repeat("f", 64), "Config": map[string]any{"Labels": map[string]string{}}})
 	default:
@@ -226,5 +232,29 @@ func TestBrokerCloseCutsStreams(t *testing.T) {
 		t.Error("the upgraded exec still carries bytes after Close")
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Error("the upgraded exec was not cut by Close")
+	}
+}
+
+// TestBrokerStartNotAttachedRemoves: a container the session service
+// could not attach does not run: the broker removes it and says why.
+func TestBrokerStartNotAttachedRemoves(t *testing.T) {
+	c, _, b, fe := start(t)
+	b.cfg.OnStart = func(string) error { return fmt.Errorf("its cgroup is not under sluice's root") }
+	resp, err := c.Post("http://docker/containers/create", "application/json", strings.NewReader(`{"Image":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = c.Post("http://docker/containers/"+fakeID+"/start", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fe.mu.Lock()
+	removed := fe.removed
+	fe.mu.Unlock()
+	if resp.StatusCode/100 == 2 || !strings.Contains(string(msg), "the container was removed") || removed != 1 {
+		t.Errorf("start with a failed attach: %s %s, engine removals %d", resp.Status, msg, removed)
 	}
 }

@@ -171,6 +171,12 @@ func (sv *Service) attachContainer(ss *Session, d *dockerSession, id string) err
 		}
 	}
 	netns, err := containerNetNS(filepath.Join(root, name))
+	if errors.Is(err, errExited) {
+		// It ran and exited before it could be attached (`docker run
+		// --rm alpine echo`): under the root with no session, it had
+		// loopback only, and a new start attaches it again.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("container %.12s: %w", id, err)
 	}
@@ -240,12 +246,20 @@ func containerNetNS(dir string) (*os.File, error) {
 		if f := netNSOfProcs(dir); f != nil {
 			return f, nil
 		}
+		// Once the engine said it started, an empty (or removed) cgroup
+		// is a container that has already exited.
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			return nil, errExited
+		}
 		if time.Now().After(deadline) {
 			return nil, errors.New("no process of the container in its network namespace")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// errExited: the container's cgroup has no process left.
+var errExited = errors.New("the container has exited")
 
 func netNSOfProcs(dir string) *os.File {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))

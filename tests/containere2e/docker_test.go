@@ -36,6 +36,7 @@ i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 docker exec agent probe tcp "$ALLOWED" "$APORT" > allowed.json 2> allowed.err
 docker exec agent probe tcp "$DENIED" "$DPORT" > denied.json 2> denied.err
 r() { n=$1; shift; docker "$@" > "$n.out" 2>&1; echo "exit=$?" >> "$n.out"; }
+r attached run --rm --network none "$IMG" echo hello-from-the-container
 r privileged run --rm --privileged "$IMG" true
 r hostnet run --rm --network host "$IMG" true
 r rootfs run --rm -v /:/host "$IMG" true
@@ -215,6 +216,9 @@ func TestDockerInSession(t *testing.T) {
 		if !slices.ContainsFunc(refusals, func(m string) bool { return strings.Contains(m, want) }) {
 			t.Errorf("%s: no docker_refused event saying %q in the audit log", name, want)
 		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "attached.out")); string(b) != "hello-from-the-container\nexit=0\n" {
+		t.Errorf("docker run --rm, attached, in the session: %q", b)
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "ps.out")); strings.TrimSpace(string(b)) != "agent\nexit=0" {
 		t.Errorf("docker ps in the session: %q, want its own container only", b)
