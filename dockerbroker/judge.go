@@ -55,6 +55,12 @@ type Scope struct {
 	// Sockets are host paths no container may bind whatever the
 	// workspace (the engine's socket, the broker's own).
 	Sockets []string
+	// Guarded are the paths the session's sandbox hides or makes
+	// read-only: a bind of one of them, or of a directory above one,
+	// would show or open it in the container (the engine mounts from
+	// the machine's view, not the session's). nil: none; an error: the
+	// list is not known, and every bind is refused.
+	Guarded func() ([]string, error)
 }
 
 // defaultCaps is Docker's default capability set (moby's
@@ -64,7 +70,10 @@ var defaultCaps = []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD",
 
 // createBody is the part of POST /containers/create the judge reads.
 type createBody struct {
-	Labels     map[string]string
+	Labels           map[string]string
+	NetworkingConfig struct {
+		EndpointsConfig map[string]json.RawMessage
+	}
 	HostConfig struct {
 		Privileged        bool
 		CapAdd            []string
@@ -87,6 +96,9 @@ type createBody struct {
 		PortBindings      map[string][]json.RawMessage
 		PublishAllPorts   bool
 		VolumeDriver      string
+		MaskedPaths       json.RawMessage
+		ReadonlyPaths     json.RawMessage
+		Cgroup            string
 	}
 }
 
@@ -135,6 +147,17 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 		if ref, ok := strings.CutPrefix(ns.mode, "container:"); ok && (s.Owns == nil || !s.Owns(ref)) {
 			return nil, refuse(what, "%s %s: not a container of this session", ns.flag, ns.mode)
 		}
+	}
+	for n := range c.NetworkingConfig.EndpointsConfig {
+		if n != h.NetworkMode && n != "default" && n != "bridge" && n != "none" {
+			return nil, refuse(what, "the network %s: only the default network and none (networks are not judged yet)", n)
+		}
+	}
+	if isSet(h.MaskedPaths) || isSet(h.ReadonlyPaths) {
+		return nil, refuse(what, "MaskedPaths and ReadonlyPaths: the paths of /proc and /sys Docker masks stay masked")
+	}
+	if h.Cgroup != "" {
+		return nil, refuse(what, "--cgroup %s: sluice places the session's containers itself", h.Cgroup)
 	}
 	if h.CgroupParent != "" {
 		return nil, refuse(what, "--cgroup-parent %s: sluice places the session's containers itself", h.CgroupParent)
@@ -224,7 +247,25 @@ func (s Scope) judgeSource(flag, src string) *Refusal {
 	if p != ws && !strings.HasPrefix(p, ws+"/") {
 		return refuse(what, "%s: only paths within the session's workspace %s may be bound", flag, ws)
 	}
+	if s.Guarded != nil {
+		guarded, err := s.Guarded()
+		if err != nil {
+			return refuse(what, "%s: %v", flag, err)
+		}
+		for _, g := range guarded {
+			g = filepath.Clean(g)
+			if p == g || strings.HasPrefix(g, p+"/") || strings.HasPrefix(p, g+"/") {
+				return refuse(what, "%s: it would show %s, which the session's sandbox hides or makes read-only", flag, g)
+			}
+		}
+	}
 	return nil
+}
+
+// isSet reports whether a JSON field was given a value (not absent, not
+// null).
+func isSet(v json.RawMessage) bool {
+	return len(v) > 0 && string(v) != "null"
 }
 
 // rewrite sets the session's label and the cgroup parent in body, keeping

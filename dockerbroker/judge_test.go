@@ -14,6 +14,13 @@ func scope() Scope {
 		Sockets: []string{"/var/run/docker.sock", "/run/sluice/docker/x.sock"}}
 }
 
+// guarded is scope with hidden paths inside the workspace.
+func guarded() Scope {
+	s := scope()
+	s.Guarded = func() ([]string, error) { return []string{"/home/u/proj/.env", "/home/u/proj/secrets"}, nil }
+	return s
+}
+
 func TestJudgeCreateRefuses(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{"HostConfig":{"Privileged":true}}`, "--privileged"},
@@ -46,8 +53,14 @@ func TestJudgeCreateRefuses(t *testing.T) {
 		{`{"HostConfig":{"Runtime":"kata"}}`, "--runtime"},
 		{`{"Labels":{"sluice.session":"other"}}`, "the label sluice.session"},
 		{`not json`, "not JSON"},
+		{`{"HostConfig":{"MaskedPaths":[]}}`, "MaskedPaths"},
+		{`{"HostConfig":{"ReadonlyPaths":[]}}`, "MaskedPaths and ReadonlyPaths"},
+		{`{"HostConfig":{"Cgroup":"container:x"}}`, "--cgroup"},
+		{`{"HostConfig":{"NetworkMode":"none"},"NetworkingConfig":{"EndpointsConfig":{"othernet":{}}}}`, "the network othernet"},
+		{`{"HostConfig":{"Binds":["/home/u/proj:/p"]}}`, "it would show /home/u/proj/.env"},
+		{`{"HostConfig":{"Binds":["/home/u/proj/secrets/key:/k"]}}`, "it would show /home/u/proj/secrets"},
 	} {
-		_, r := JudgeCreate([]byte(c.body), scope())
+		_, r := JudgeCreate([]byte(c.body), guarded())
 		if r == nil {
 			t.Errorf("%s: passed, want refused (%s)", c.body, c.want)
 			continue
@@ -59,8 +72,8 @@ func TestJudgeCreateRefuses(t *testing.T) {
 }
 
 func TestJudgeCreatePasses(t *testing.T) {
-	body := `{"Image":"x","Labels":{"a":"b"},"HostConfig":{"Memory":9007199254740993,"CapAdd":["NET_BIND_SERVICE","cap_chown"],
-		"NetworkMode":"container:mine","SecurityOpt":["no-new-privileges"],"Binds":["/home/u/proj:/src","/home/u/proj/sub:/sub:ro"],
+	body := `{"Image":"x","Labels":{"a":"b"},"NetworkingConfig":{"EndpointsConfig":{"none":{}}},"HostConfig":{"Memory":9007199254740993,"CapAdd":["NET_BIND_SERVICE","cap_chown"],
+		"NetworkMode":"container:mine","SecurityOpt":["no-new-privileges"],"MaskedPaths":null,"Binds":["/home/u/proj:/src","/home/u/proj/sub:/sub:ro"],
 		"Mounts":[{"Type":"tmpfs","Target":"/t"},{"Type":"volume","Target":"/v"}]}}`
 	out, r := JudgeCreate([]byte(body), scope())
 	if r != nil {

@@ -54,6 +54,29 @@ type dockerSession struct {
 
 	mu       sync.Mutex
 	children map[string]*Session // by container id
+
+	// guarded are the paths the session's sandbox hides or makes
+	// read-only, known once its command started (guardedSet closed).
+	guarded    []string
+	guardedSet chan struct{}
+}
+
+// setGuarded gives the broker the session's hidden and read-only paths,
+// once the sandbox has found them.
+func (d *dockerSession) setGuarded(paths []string) {
+	d.guarded = paths
+	close(d.guardedSet)
+}
+
+// guardedPaths waits (a while) for setGuarded: a bind judged before the
+// sandbox's paths are known is refused.
+func (d *dockerSession) guardedPaths() ([]string, error) {
+	select {
+	case <-d.guardedSet:
+		return d.guarded, nil
+	case <-time.After(5 * time.Second):
+		return nil, errors.New("the session's hidden and read-only paths are not known yet")
+	}
 }
 
 // dockerSocketPath is a fresh name for a session's Docker socket in the
@@ -107,10 +130,10 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = r
 	}
-	d := &dockerSession{path: path, children: map[string]*Session{}}
+	d := &dockerSession{path: path, children: map[string]*Session{}, guardedSet: make(chan struct{})}
 	d.b = dockerbroker.New(dockerbroker.Config{
 		Scope: dockerbroker.Scope{Session: ss.Name(), Workspace: ws, CgroupParent: containerParent(sv.e.Root()),
-			Resolve: filepath.EvalSymlinks, Sockets: []string{engine, path}},
+			Resolve: filepath.EvalSymlinks, Sockets: []string{engine, path}, Guarded: d.guardedPaths},
 		Engine:        engine,
 		AllowRegistry: func(host string) bool { return registryAllowed(ss.es.Policy(), host) },
 		OnRefuse: func(r *dockerbroker.Refusal) {

@@ -199,6 +199,9 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	ss.cmd = cmd
 	ss.Info.PID = cmd.Process.Pid
 	ss.Info.Hidden = hid
+	if ss.docker != nil {
+		ss.docker.setGuarded(slices.Concat(hid, plan.ReadOnly.Machine, plan.ReadOnly.Session))
+	}
 	ss.mu.Lock()
 	ss.envSockets = es.EnvUnixSockets()
 	ss.mu.Unlock()

@@ -42,6 +42,7 @@ r hostnet run --rm --network host "$IMG" true
 r rootfs run --rm -v /:/host "$IMG" true
 r pidhost run --rm --pid host "$IMG" true
 r sock run --rm -v "$ENGINE:/var/run/docker.sock" "$IMG" true
+r rofs run --rm -v "$WS:/w" "$IMG" true
 r capadd run --rm --cap-add SYS_ADMIN "$IMG" true
 r seccomp run --rm --security-opt seccomp=unconfined "$IMG" true
 r otherexec exec other true
@@ -115,9 +116,14 @@ func TestDockerInSession(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "probe"), probe, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A read-only path in the workspace: binding the workspace would open
+	// it in a container.
+	if err := os.Mkdir(filepath.Join(ws, "ro"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	engine := strings.TrimPrefix(e.Host, "unix://")
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	cmd := exec.CommandContext(ctx, bin, "run", "--user", "65534:65534", "--docker", "--docker-host", e.Host, "--audit-log", auditLog,
+	cmd := exec.CommandContext(ctx, bin, "run", "--user", "65534:65534", "--docker", "--docker-host", e.Host, "--audit-log", auditLog, "--read-only", filepath.Join(ws, "ro"),
 		"--allow", world.AllowedV4.String()+"/32", "--", "sh", "-c", dockerScript)
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance, "WS="+ws, "IMG="+dockertest.BaseImage, "ENGINE="+engine,
@@ -202,6 +208,7 @@ func TestDockerInSession(t *testing.T) {
 		"pidhost":    "--pid host",
 		"sock":       "the Docker socket",
 		"capadd":     "--cap-add CAP_SYS_ADMIN",
+		"rofs":       "which the session's sandbox hides or makes read-only",
 		"seccomp":    "--security-opt seccomp=unconfined",
 		"otherexec":  "other is not a container of this session",
 		"otherrm":    "other is not a container of this session",
