@@ -50,6 +50,11 @@ r otherrm rm -f other
 r pull pull registry.denied.test/tools:1
 r prune container prune -f
 r ps ps -a --format '{{.Names}}'
+# Streams left open at the end: the session's end cuts them.
+docker logs -f agent > follow.out 2>&1 &
+docker wait agent > wait.out 2>&1 &
+docker attach agent > attach.out 2>&1 < /dev/null &
+sleep 0.5
 touch done
 `
 
@@ -170,8 +175,10 @@ func TestDockerInSession(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var ended time.Time
 	select {
 	case err := <-done:
+		ended = time.Now()
 		t.Logf("sluice run: %v\n%s", err, out.String())
 		if err != nil {
 			t.Errorf("sluice run --docker: %v", err)
@@ -179,9 +186,13 @@ func TestDockerInSession(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("the session did not end within 3 minutes:\n%s", out.String())
 	}
-	if _, err := os.Stat(filepath.Join(ws, "done")); err != nil {
+	st, err := os.Stat(filepath.Join(ws, "done"))
+	if err != nil {
 		t.Fatalf("the script did not finish:\n%s", out.String())
 	}
+	// From the script's end to the session's, with a followed log, a
+	// wait and an attach open and the container to remove.
+	t.Logf("the session ended %v after its script", ended.Sub(st.ModTime()).Round(time.Millisecond))
 
 	var refusals []string
 	for _, ev := range world.ReadAuditLog(t, auditLog) {
