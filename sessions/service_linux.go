@@ -47,6 +47,11 @@ type Config struct {
 	OnPermission func(typ string)
 	// Logf writes what an operator must hear of; nil: nothing.
 	Logf func(format string, args ...any)
+	// Docker: sessions may ask for a Docker socket (docker_linux.go).
+	// Only the in-process front door says so for now: the daemon's
+	// container watcher would attach the sessions' containers itself,
+	// and its shared event reader does not know their sessions.
+	Docker bool
 }
 
 // Service runs sessions: one per request, from the validated plan to the
@@ -134,6 +139,9 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	}
 	if req.Ask && sv.cfg.Prompts == nil {
 		return nil, wrapf(Invalid, ErrAskNeedsDaemon, "ask mode")
+	}
+	if req.Docker && !sv.cfg.Docker {
+		return nil, failf(Invalid, "docker: a Docker socket is given by `sudo sluice run --docker` with the embedded enforcer, not by the daemon (yet)")
 	}
 	ss := sv.newSession(api.SessionInfo{UID: plan.Spawn.UID, Created: time.Now().UTC(), Argv: req.Argv, Audit: req.Audit, Ask: req.Ask, Parent: plan.Parent()},
 		plan.Requested, h)
