@@ -52,6 +52,13 @@ type CreateRequest struct {
 	// could mount over allowed unix socket names; refused for a caller
 	// inside a session.
 	AllowUserNamespaces bool `json:"allow_userns,omitempty"`
+	// Docker gives the session a Docker API socket served by sluice
+	// (DOCKER_HOST), which passes to the engine only what it judges
+	// (docs/docker.md).
+	Docker bool `json:"docker,omitempty"`
+	// DockerHost is the engine's socket the broker forwards to (a path or
+	// unix://path); empty: /var/run/docker.sock. Root callers only.
+	DockerHost string `json:"docker_host,omitempty"`
 }
 
 // SessionInfo describes a session.

@@ -82,12 +82,17 @@ const (
 	PermissionGranted = "permission_granted"
 	PermissionDenied  = "permission_denied"
 	PermissionTimeout = "permission_timeout"
-	DaemonStarted     = "daemon_started"
-	DaemonStopped     = "daemon_stopped"
+	// DockerRefused: a session's Docker socket (package dockerbroker)
+	// refused a request: a container with more than the session has, a
+	// container the session did not create, a registry its policy lacks,
+	// an endpoint sluice does not judge.
+	DockerRefused = "docker_refused"
+	DaemonStarted = "daemon_started"
+	DaemonStopped = "daemon_stopped"
 )
 
 // Types lists every event type, in the order docs/audit.md gives them.
 var Types = []string{DaemonStarted, DaemonStopped, SessionStarted, SessionAdopted, SessionEnded,
 	EgressDenied, EgressAudit, DNSRefused, DNSAudit, Rebinding, RebindingAudit, CapReached, MapFull,
 	UpstreamFailed, ProxyRefused, NameRefused, NameAudit, SandboxDenied, PolicyChanged, PolicyInvalid, SessionRefused, PolicyChangeRefused,
-	PermissionAsked, PermissionGranted, PermissionDenied, PermissionTimeout, Suppressed}
+	DockerRefused, PermissionAsked, PermissionGranted, PermissionDenied, PermissionTimeout, Suppressed}

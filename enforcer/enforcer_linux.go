@@ -85,6 +85,10 @@ func Open(cfg Config) (*Enforcer, error) {
 // Close releases this process's handles. Sessions stay confined.
 func (e *Enforcer) Close() error { return e.dp.Close() }
 
+// StateDir is where this instance keeps its state (session locks, the
+// sessions' Docker sockets).
+func (e *Enforcer) StateDir() string { return e.cfg.StateDir }
+
 // Root is the sluice cgroup root.
 func (e *Enforcer) Root() *cgroups.Root { return e.root }
 

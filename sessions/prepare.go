@@ -121,6 +121,9 @@ func Prepare(c Caller, req api.CreateRequest, m Machine, parsed *allowlist.Polic
 	if err := mayShareProcesses(c, req.ShareProcesses); err != nil {
 		return nil, err
 	}
+	if err := mayUseDocker(c, req.Docker, req.DockerHost); err != nil {
+		return nil, err
+	}
 	// Hidden paths: the defaults and the session's own (which show_paths
 	// may exempt), and the machine's, which nothing exempts.
 	var machineHidden, ownHidden []string

@@ -27,3 +27,27 @@ func TestMayShareProcesses(t *testing.T) {
 		}
 	}
 }
+
+func TestMayUseDocker(t *testing.T) {
+	root := Caller{UID: 0, Creator: true}
+	for _, tc := range []struct {
+		name   string
+		c      Caller
+		docker bool
+		host   string
+		ok     bool
+	}{
+		{"root", root, true, "", true},
+		{"root names the engine", root, true, "/var/tmp/x/docker.sock", true},
+		{"a host without docker", root, false, "/x", false},
+		{"a tcp host", root, true, "tcp://10.0.0.1:2375", false},
+		{"a unix:// host", root, true, "unix:///var/run/docker.sock", true},
+		{"a user", Caller{UID: 1000, Creator: true}, true, "", false},
+		{"confined root", Caller{UID: 0, Creator: true, Confined: true}, true, "", false},
+		{"no docker asked", Caller{UID: 1000}, false, "", true},
+	} {
+		if err := mayUseDocker(tc.c, tc.docker, tc.host); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}

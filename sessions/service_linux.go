@@ -5,6 +5,7 @@ package sessions
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,11 @@ type Config struct {
 	OnPermission func(typ string)
 	// Logf writes what an operator must hear of; nil: nothing.
 	Logf func(format string, args ...any)
+	// Docker: sessions may ask for a Docker socket (docker_linux.go).
+	// Only the in-process front door says so for now: the daemon's
+	// container watcher would attach the sessions' containers itself,
+	// and its shared event reader does not know their sessions.
+	Docker bool
 }
 
 // Service runs sessions: one per request, from the validated plan to the
@@ -134,18 +140,37 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	if req.Ask && sv.cfg.Prompts == nil {
 		return nil, wrapf(Invalid, ErrAskNeedsDaemon, "ask mode")
 	}
+	if req.Docker && !sv.cfg.Docker {
+		return nil, failf(Invalid, "docker: a Docker socket is given by `sudo sluice run --docker` with the embedded enforcer, not by the daemon (yet)")
+	}
 	ss := sv.newSession(api.SessionInfo{UID: plan.Spawn.UID, Created: time.Now().UTC(), Argv: req.Argv, Audit: req.Audit, Ask: req.Ask, Parent: plan.Parent()},
 		plan.Requested, h)
 	ss.cmdStarted = make(chan struct{})
+	unixSockets, env := sv.cfg.UnixSockets, req.Env
+	dockerPath := ""
+	if req.Docker {
+		// The session reaches its own Docker socket, by this name only;
+		// the engine's stays refused unless its policy lists it.
+		dockerPath = dockerSocketPath(sv.e.StateDir())
+		unixSockets = append(slices.Clone(unixSockets), dockerPath)
+		env = append(slices.Clone(env), "DOCKER_HOST=unix://"+dockerPath)
+	}
 	es, err := sv.e.NewSession(enforcer.Options{Policy: plan.Policy, Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: ss.DNSOptions(),
-		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent}, SharedEvents: sv.cfg.SharedEvents, UnixSockets: sv.cfg.UnixSockets, NetNS: w.NetNS})
+		Proxy: &enforcer.ProxyOptions{OnEvent: ss.ProxyEvent}, Verify: &enforcer.VerifyOptions{OnRefuse: ss.NameEvent}, SharedEvents: sv.cfg.SharedEvents, UnixSockets: unixSockets, NetNS: w.NetNS})
 	if err != nil {
 		return nil, wrapf(Invalid, err, "session")
 	}
 	ss.Bind(es)
 	ss.ProxyPort = es.ProxyAddr().Port()
-	spec := enforcer.CommandSpec{Path: plan.Path, Argv: req.Argv, Env: req.Env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
+	if req.Docker {
+		if err := sv.startDocker(ss, plan, dockerPath); err != nil {
+			_ = es.Close()
+			sv.forget(ss)
+			return nil, wrapf(Invalid, err, "docker")
+		}
+	}
+	spec := enforcer.CommandSpec{Path: plan.Path, Argv: req.Argv, Env: env, NoProxyEnv: req.NoProxyEnv, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], ExtraFiles: extra, User: plan.Spawn,
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &plan.Hidden, MountNamespaceOf: w.MountNamespaceOf,
 			AllowUserNamespaces: req.AllowUserNamespaces, ReadOnly: plan.ReadOnly},
@@ -182,6 +207,9 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 	ss.cmd = cmd
 	ss.Info.PID = cmd.Process.Pid
 	ss.Info.Hidden = hid
+	if ss.docker != nil {
+		ss.docker.setGuarded(slices.Concat(hid, plan.ReadOnly.Machine, plan.ReadOnly.Session))
+	}
 	ss.mu.Lock()
 	ss.envSockets = es.EnvUnixSockets()
 	ss.mu.Unlock()
@@ -200,6 +228,9 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 // drop undoes a session whose command did not start: its datapath, its
 // registration, the front door's records.
 func (sv *Service) drop(ss *Session) {
+	if ss.docker != nil {
+		_ = ss.docker.stop()
+	}
 	_ = ss.es.Close()
 	ss.readers.Wait()
 	sv.forget(ss)

@@ -99,6 +99,8 @@ type Session struct {
 	// started meanwhile gets none.
 	envSockets []string
 	exit       int
+	// docker is the session's Docker socket and containers (nil: none).
+	docker *dockerSession
 }
 
 func (sv *Service) newSession(info api.SessionInfo, requested *allowlist.Policy, h Hooks) *Session {
@@ -305,6 +307,13 @@ func (ss *Session) Wait() {
 // drained, its cgroup and map entries removed, session_ended sent.
 func (ss *Session) end(code int) {
 	ss.sv.sandboxEnded(ss.Info.PID, ss.Info.Name)
+	if ss.docker != nil {
+		// Its containers first: nothing the session started through the
+		// engine outlives it.
+		if err := ss.docker.stop(); err != nil {
+			ss.publish(audit.Event{Type: audit.SessionEnded, Session: ss.Info.Name, Message: "cleanup: docker: " + err.Error()})
+		}
+	}
 	if ss.sv.cfg.Prompts != nil {
 		ss.sv.cfg.Prompts.Forget(ss.Info.Name, "session ended")
 	}

@@ -118,6 +118,9 @@ var rooms = []struct {
 	{"proxy", []string{"enforcer", "daemon", "api", "sandbox", "userspace", "loader", "dnsresolver", "cmd", "ci"}},
 	// The verifier judges bytes against a policy: no datapath, no session.
 	{"namecheck", []string{"enforcer", "daemon", "api", "sandbox", "userspace", "loader", "dnsresolver", "proxy", "sessions", "cmd", "ci"}},
+	// The Docker broker judges and forwards requests: no datapath, no
+	// session; the session service attaches what it starts.
+	{"dockerbroker", []string{""}},
 	{"userspace", []string{"enforcer", "daemon", "api", "loader", "cmd", "ci"}},
 	{"netns", []string{""}},
 	{"internal/atomicfile", []string{""}},

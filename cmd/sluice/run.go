@@ -47,6 +47,8 @@ type runOptions struct {
 	scrubEnv            bool
 	preserveFDs         int
 	allowUserNamespaces bool
+	docker              bool   // --docker: a judged Docker socket (docs/docker.md)
+	dockerHost          string // --docker-host: the engine's socket
 
 	// passFiles are the descriptors --preserve-fds hands the command
 	// (inheritedFiles), set once run has closed the others.
@@ -154,6 +156,8 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.BoolVar(&o.shareProcesses, "share-processes", false, "let the command see, trace and signal its user's processes outside the session (turns process isolation off)")
 	f.BoolVar(&o.scrubEnv, "scrub-env", false, "remove environment variables named like *_TOKEN, *_KEY, *_SECRET and *PASSWORD* from the command's environment")
 	f.BoolVar(&o.allowUserNamespaces, "allow-userns", false, "with --share-processes: let the command create user namespaces (refused there by default: inside one it could mount another socket over an allowed unix socket name; with process isolation they are allowed and mounts are refused)")
+	f.BoolVar(&o.docker, "docker", false, "give the command a Docker socket served by sluice (DOCKER_HOST): the session's own containers, placed under its policy; privileged containers, host namespaces, binds outside the working directory and registries the policy lacks are refused (docs/docker.md); mode bpf as root")
+	f.StringVar(&o.dockerHost, "docker-host", "", "with --docker: the engine's socket sluice forwards judged requests to (default /var/run/docker.sock)")
 	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass the `N` inherited descriptors 3 to 3+N-1 on to the command; every other descriptor sluice inherited is closed for it, as sudo does (a socket opened outside the session is never judged by it); not through the daemon")
 	f.UintSliceVar(&o.loopbackPorts, "loopback-port", nil, "landlock mode: a local TCP port the command may also connect to, e.g. a local LLM server (repeatable)")
 }

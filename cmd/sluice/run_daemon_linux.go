@@ -51,7 +51,8 @@ func runSession(cmd *cobra.Command, r sessionRunner, o runOptions, policy *allow
 		fmt.Fprintln(stderr, "sluice: note: the daemon's DNS settings apply; --dns-* flags are ignored")
 	}
 	req := api.CreateRequest{Audit: o.audit, Ask: o.ask == askOn, PidsMax: o.pidsMax, MemoryMax: memMax, Argv: argv, Path: path, Env: o.commandEnv(stderr), NoProxyEnv: o.noProxyEnv,
-		ShowPaths: o.showPaths, ReadOnlyPaths: o.readOnly, ShareProcesses: o.shareProcesses, AllowUserNamespaces: o.allowUserNamespaces}
+		ShowPaths: o.showPaths, ReadOnlyPaths: o.readOnly, ShareProcesses: o.shareProcesses, AllowUserNamespaces: o.allowUserNamespaces,
+		Docker: o.docker, DockerHost: o.dockerHost}
 	// To a daemon: --allow entries as strings, the file as it is, so
 	// allow_private and owners survive (the daemon parses its copy; this
 	// process's parse is the suggestion's base). In-process, the parsed

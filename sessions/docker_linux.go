@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sessions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/allowlist"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/audit"
+	"github.com/sluice-dev/sluice/cgroups"
+	"github.com/sluice-dev/sluice/dockerbroker"
+	"github.com/sluice-dev/sluice/enforcer"
+)
+
+// A session with Docker (api.CreateRequest.Docker) gets a socket of its
+// own served by a dockerbroker.Broker, named in DOCKER_HOST. The broker
+// places every container the session creates under sluice's cgroup root
+// (a cgroup there with no session entry is refused all but loopback, so a
+// container is confined from its first instruction) and, once the engine
+// says it started, the service attaches its cgroup as a session of its
+// own with the session's policy: its resolver and proxy listen in the
+// container's network namespace, its denials are the session's lines.
+// The container's cgroup is the root's child, beside the session's, not
+// below it: the session's cgroup holds the command, and the engine's
+// cgroup driver makes the container's where its parent says.
+//
+// When the session ends, its socket closes (cutting attached clients and
+// followed logs), its containers are removed by force with their
+// anonymous volumes, and their sessions end with their cgroups.
+
+// DefaultDockerHost is the engine's socket when the request names none.
+const DefaultDockerHost = "/var/run/docker.sock"
+
+// dockerSession is a session's broker and the container sessions it
+// attached.
+type dockerSession struct {
+	path string
+	b    *dockerbroker.Broker
+
+	mu       sync.Mutex
+	children map[string]*Session // by container id
+
+	// guarded are the paths the session's sandbox hides or makes
+	// read-only, known once its command started (guardedSet closed).
+	guarded    []string
+	guardedSet chan struct{}
+}
+
+// setGuarded gives the broker the session's hidden and read-only paths,
+// once the sandbox has found them.
+func (d *dockerSession) setGuarded(paths []string) {
+	d.guarded = paths
+	close(d.guardedSet)
+}
+
+// guardedPaths waits (a while) for setGuarded: a bind judged before the
+// sandbox's paths are known is refused.
+func (d *dockerSession) guardedPaths() ([]string, error) {
+	select {
+	case <-d.guardedSet:
+		return d.guarded, nil
+	case <-time.After(5 * time.Second):
+		return nil, errors.New("the session's hidden and read-only paths are not known yet")
+	}
+}
+
+// dockerSocketPath is a fresh name for a session's Docker socket in the
+// instance's state directory.
+func dockerSocketPath(stateDir string) string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	return filepath.Join(stateDir, "docker", hex.EncodeToString(rnd[:])+".sock")
+}
+
+// engineSocket is the engine's socket path that host names.
+func engineSocket(host string) string {
+	if host == "" {
+		return DefaultDockerHost
+	}
+	return strings.TrimPrefix(host, "unix://")
+}
+
+// containerParent is the cgroup parent that puts a container under root
+// for the engine's cgroup driver: the slice where systemd manages the
+// root, the root's path where sluice does.
+func containerParent(root *cgroups.Root) string {
+	if root.Slice() != "" {
+		return root.Slice()
+	}
+	return "/" + root.Name()
+}
+
+// startDocker serves ss's Docker socket at path.
+func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
+	// The session's user must traverse the state directory to its socket
+	// (0600, its own); the directory stays unlistable to it, and the
+	// session locks below it stay root's (0700).
+	if st, err := os.Stat(sv.e.StateDir()); err == nil && st.Mode().Perm()&0o011 != 0o011 {
+		if err := os.Chmod(sv.e.StateDir(), st.Mode().Perm()|0o011); err != nil {
+			return fmt.Errorf("the state directory: %w", err)
+		}
+	}
+	l, err := dockerbroker.Listen(path, int(plan.Spawn.UID), int(plan.Spawn.GID))
+	if err != nil {
+		return err
+	}
+	engine := engineSocket(plan.Req.DockerHost)
+	ws := plan.Req.Dir
+	if ws == "" {
+		if ws, err = os.Getwd(); err != nil {
+			l.Close()
+			return fmt.Errorf("the session's workspace: %w", err)
+		}
+	}
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = r
+	}
+	d := &dockerSession{path: path, children: map[string]*Session{}, guardedSet: make(chan struct{})}
+	d.b = dockerbroker.New(dockerbroker.Config{
+		Scope: dockerbroker.Scope{Session: ss.Name(), Workspace: ws, CgroupParent: containerParent(sv.e.Root()),
+			Resolve: filepath.EvalSymlinks, Sockets: []string{engine, path}, Guarded: d.guardedPaths},
+		Engine:        engine,
+		AllowRegistry: func(host string) bool { return registryAllowed(ss.es.Policy(), host) },
+		OnRefuse: func(r *dockerbroker.Refusal) {
+			ss.Deliver(audit.Event{Type: audit.DockerRefused, Session: ss.Name(), Reason: r.Why, Message: "docker: " + r.Line()})
+		},
+		OnStart: func(id string) error { return sv.attachContainer(ss, d, id) },
+	})
+	go func() { _ = d.b.Serve(l) }()
+	ss.docker = d
+	return nil
+}
+
+// registryAllowed judges a registry host (host or host:port) by the
+// session's policy, as a connection to it would be.
+func registryAllowed(p *allowlist.Policy, host string) bool {
+	if p == nil {
+		return false
+	}
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		return p.AllowsAddr(a)
+	}
+	_, ok := p.MatchName(h)
+	return ok
+}
+
+// attachContainer makes the started container id a session with ss's
+// policy, reporting to ss.
+func (sv *Service) attachContainer(ss *Session, d *dockerSession, id string) error {
+	root := sv.e.Root().Path()
+	name := ""
+	deadline := time.Now().Add(5 * time.Second)
+	for name == "" {
+		for _, n := range []string{id, "docker-" + id + ".scope"} {
+			if st, err := os.Stat(filepath.Join(root, n)); err == nil && st.IsDir() {
+				name = n
+			}
+		}
+		if name == "" {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("container %.12s: its cgroup is not under sluice's root %s (its traffic stays refused)", id, root)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	d.mu.Lock()
+	old := d.children[id]
+	d.mu.Unlock()
+	if old != nil {
+		// A restart: the old cgroup's session ends as it empties.
+		select {
+		case <-old.Done():
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("container %.12s: its earlier session has not ended", id)
+		}
+	}
+	netns, err := containerNetNS(filepath.Join(root, name))
+	if errors.Is(err, errExited) {
+		// It ran and exited before it could be attached (`docker run
+		// --rm alpine echo`): under the root with no session, it had
+		// loopback only, and a new start attaches it again.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("container %.12s: %w", id, err)
+	}
+	defer netns.Close()
+	child := sv.Attached(api.SessionInfo{UID: ss.Info.UID, Created: time.Now().UTC(), Argv: []string{"container " + id[:12]},
+		Parent: ss.Name(), Audit: ss.Info.Audit}, ss.Requested, nil, Hooks{Sink: childSink{ss.h.Sink}, Note: ss.h.Note})
+	es, err := sv.e.AttachSession(name, enforcer.Options{Policy: ss.es.Policy(), Audit: ss.Info.Audit, DNS: child.DNSOptions(),
+		Verify: &enforcer.VerifyOptions{OnRefuse: child.NameEvent}, Proxy: &enforcer.ProxyOptions{OnEvent: child.ProxyEvent},
+		SharedEvents: sv.cfg.SharedEvents, NetNS: netns})
+	if err != nil {
+		return fmt.Errorf("container %.12s: %w", id, err)
+	}
+	child.Bind(es)
+	if !sv.cfg.SharedEvents {
+		child.readEvents()
+	}
+	d.mu.Lock()
+	d.children[id] = child
+	d.mu.Unlock()
+	go child.Wait()
+	return nil
+}
+
+// stopDocker closes ss's Docker socket, removes its containers and waits
+// (bounded) for their sessions to end.
+func (d *dockerSession) stop() error {
+	_ = d.b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := d.b.RemoveAll(ctx)
+	d.mu.Lock()
+	children := make([]*Session, 0, len(d.children))
+	for _, c := range d.children {
+		children = append(children, c)
+	}
+	d.mu.Unlock()
+	for _, c := range children {
+		select {
+		case <-c.Done():
+		case <-ctx.Done():
+			err = errors.Join(err, fmt.Errorf("container session %s did not end", c.Name()))
+		}
+	}
+	if rerr := os.Remove(d.path); rerr != nil && !os.IsNotExist(rerr) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// childSink passes a container session's denials to its session's sink;
+// its start and end are the broker's business, not the front door's.
+type childSink struct{ parent Sink }
+
+func (c childSink) Publish(e audit.Event) {
+	if e.Type == audit.SessionStarted || e.Type == audit.SessionEnded {
+		return
+	}
+	c.parent.Publish(e)
+}
+
+// containerNetNS opens the network namespace of a process of the
+// container cgroup dir, waiting a while for one that has entered the
+// container's namespaces (runc's first stages join the cgroup before).
+func containerNetNS(dir string) (*os.File, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if f := netNSOfProcs(dir); f != nil {
+			return f, nil
+		}
+		// Once the engine said it started, an empty (or removed) cgroup
+		// is a container that has already exited.
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			return nil, errExited
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("no process of the container in its network namespace")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// errExited: the container's cgroup has no process left.
+var errExited = errors.New("the container has exited")
+
+func netNSOfProcs(dir string) *os.File {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	self, _ := os.Readlink("/proc/self/ns/net")
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		pfd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		ns, nerr := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+		link, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+		// Still that process (not a reused pid), past runc's first stages.
+		alive := unix.PidfdSendSignal(pfd, 0, nil, 0) == nil
+		unix.Close(pfd)
+		if nerr != nil {
+			continue
+		}
+		if !alive || link == self || strings.HasPrefix(string(comm), "runc:[0") || strings.HasPrefix(string(comm), "runc:[1") ||
+			!strings.Contains(string(cg), "/"+filepath.Base(dir)+"\n") {
+			ns.Close()
+			continue
+		}
+		return ns
+	}
+	return nil
+}
