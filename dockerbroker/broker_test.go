@@ -28,10 +28,14 @@ type fakeEngine struct {
 	started []string
 	labels  map[string]string
 	removed int
+	netvol  *fakeNetVol
 }
 
 func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := versionPrefix.ReplaceAllString(r.URL.Path, "/")
+	if f.netvol != nil && f.netvol.serve(w, r, p) {
+		return
+	}
 	switch {
 	case p == "/containers/create":
 		var m map[string]any
