@@ -264,6 +264,9 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case NetOwn:
 		id, ok := b.resolveNetwork(r.Context(), ref)
 		if !ok {
+			if b.notFound(w, r, "network", ref, "/networks/"+url.PathEscape(ref)) {
+				return
+			}
 			b.refuse(w, http.StatusForbidden, refuse(what, "%s is not a network of this session", ref))
 			return
 		}
@@ -276,6 +279,9 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		b.networkConnect(w, r, ref)
 	case VolOwn:
 		if !b.ownsVolume(r.Context(), ref) {
+			if b.notFound(w, r, "volume", ref, "/volumes/"+url.PathEscape(ref)) {
+				return
+			}
 			b.refuse(w, http.StatusForbidden, refuse(what, "%s is not a volume of this session", ref))
 			return
 		}

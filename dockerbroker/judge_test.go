@@ -239,7 +239,6 @@ func TestJudgeNetworkCreate(t *testing.T) {
 		{`{"Name":"n","IPAM":{"Driver":"default","Config":[{"Subnet":"10.0.0.0/8"}]}}`, "--subnet"},
 		{`{"Name":"n","IPAM":{"Config":[{"Gateway":"10.1.0.1"}]}}`, "--subnet, --gateway"},
 		{`{"Name":"n","IPAM":{"Driver":"other"}}`, "--ipam-driver other"},
-		{`{"Name":"n","Attachable":true}`, "--attachable"},
 		{`{"Name":"n","Ingress":true}`, "--ingress"},
 		{`{"Name":"n","ConfigOnly":true}`, "--config-only"},
 		{`{"Name":"n","ConfigFrom":{"Network":"x"}}`, "--config-from"},
@@ -252,7 +251,7 @@ func TestJudgeNetworkCreate(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal saying %q", c.body, r, c.want)
 		}
 	}
-	out, r := JudgeNetworkCreate([]byte(`{"Name":"n1","Driver":"bridge","Internal":true,"IPAM":{"Driver":"default","Config":[],"Options":{}},"Options":{},"Labels":{"a":"b"}}`), scope())
+	out, r := JudgeNetworkCreate([]byte(`{"Name":"n1","Driver":"bridge","Internal":true,"Attachable":true,"IPAM":{"Driver":"default","Config":[],"Options":{}},"Options":{},"Labels":{"a":"b"}}`), scope())
 	if r != nil {
 		t.Fatalf("refused: %v", r)
 	}

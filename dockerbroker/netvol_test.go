@@ -138,7 +138,6 @@ func TestBrokerNetworksAndVolumes(t *testing.T) {
 		{"DELETE", "/v1.47/volumes/theirs", "", "theirs is not a volume of this session"},
 		{"GET", "/v1.47/networks/othernet", "", "othernet is not a network of this session"},
 		{"DELETE", "/v1.47/networks/othernet", "", "othernet is not a network of this session"},
-		{"DELETE", "/v1.47/networks/bridge", "", "bridge is not a network of this session"},
 		{"POST", "/v1.47/networks/othernet/connect", `{"Container":"agent"}`, "othernet is not a network of this session"},
 		{"POST", "/v1.47/networks/n1/connect", `{"Container":"other"}`, "other is not a container of this session"},
 		{"POST", "/v1.47/networks/n1/connect", `{"Container":"agent","EndpointConfig":{"IPAMConfig":{"IPv4Address":"172.30.0.9"}}}`, "fixed addresses"},
@@ -156,6 +155,15 @@ func TestBrokerNetworksAndVolumes(t *testing.T) {
 	}
 	if got := b.Volumes(); len(got) != 1 {
 		t.Errorf("volumes after the refusals: %v", got)
+	}
+	// A name the engine does not know is not found, as the engine says
+	// it (compose asks before it creates), and not forwarded.
+	for _, path := range []string{"/v1.47/networks/proj_default", "/v1.47/volumes/proj_data"} {
+		for _, method := range []string{"GET", "DELETE"} {
+			if st, msg := do(t, c, method, path, ""); st != http.StatusNotFound || strings.HasPrefix(msg, "sluice: refused") {
+				t.Errorf("%s %s: %d %q, want 404 not found", method, path, st, msg)
+			}
+		}
 	}
 	// Lists are filtered by the session's label, beside the client's own filters.
 	do(t, c, "GET", `/v1.47/networks?filters={"name":{"n":true}}`, "")

@@ -119,8 +119,10 @@ func JudgeNetworkCreate(body []byte, s Scope) ([]byte, *Refusal) {
 			return nil, refuse(what, "--subnet, --gateway, --ip-range and --aux-address: a subnet the session picks could overlap the machine's networks and take over their routes; the engine picks a free one")
 		}
 	}
-	if n.Attachable || n.Ingress {
-		return nil, refuse(what, "--attachable and --ingress are swarm's: not judged")
+	// Attachable only means something for a swarm network, refused
+	// above by scope and driver: compose sets it on its local bridges.
+	if n.Ingress {
+		return nil, refuse(what, "--ingress is swarm's: not judged")
 	}
 	if n.ConfigOnly || isSet(n.ConfigFrom) {
 		return nil, refuse(what, "--config-only and --config-from: a network's configuration is judged where it is given")
@@ -294,24 +296,46 @@ func (b *Broker) delete(ctx context.Context, what, path string) error {
 // returns its idField and labels; found is false when the engine does
 // not answer it.
 func (b *Broker) inspect(ctx context.Context, path, idField string) (id string, labels map[string]string, found bool) {
+	id, labels, status := b.inspectStatus(ctx, path, idField)
+	return id, labels, status == http.StatusOK
+}
+
+// inspectStatus is inspect with the engine's status (0: no answer, or
+// one the broker cannot read).
+func (b *Broker) inspectStatus(ctx context.Context, path, idField string) (id string, labels map[string]string, status int) {
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://docker"+path, nil)
 	if err != nil {
-		return "", nil, false
+		return "", nil, 0
 	}
 	resp, err := b.engine.Do(req)
 	if err != nil {
-		return "", nil, false
+		return "", nil, 0
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", nil, resp.StatusCode
+	}
 	var m map[string]json.RawMessage
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&m) != nil {
-		return "", nil, false
+	if json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&m) != nil {
+		return "", nil, 0
 	}
 	if json.Unmarshal(m[idField], &id) != nil || id == "" {
-		return "", nil, false
+		return "", nil, 0
 	}
 	_ = json.Unmarshal(m["Labels"], &labels)
-	return id, labels, true
+	return id, labels, http.StatusOK
+}
+
+// notFound reports whether the engine knows no network or volume path
+// names: a client asks before it creates one (compose does), and is told
+// so as the engine would, not refused. Nothing is forwarded: the name is
+// answered by the broker.
+func (b *Broker) notFound(w http.ResponseWriter, r *http.Request, kind, ref, path string) bool {
+	if _, _, st := b.inspectStatus(r.Context(), path, map[string]string{"network": "Id", "volume": "Name"}[kind]); st != http.StatusNotFound {
+		return false
+	}
+	writeError(w, http.StatusNotFound, kind+" "+ref+" not found")
+	return true
 }
 
 func (b *Broker) keys(set map[string]bool) []string {
