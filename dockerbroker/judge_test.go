@@ -59,6 +59,11 @@ func TestJudgeCreateRefuses(t *testing.T) {
 		{`{"HostConfig":{"NetworkMode":"none"},"NetworkingConfig":{"EndpointsConfig":{"othernet":{}}}}`, "the network othernet"},
 		{`{"HostConfig":{"Binds":["/home/u/proj:/p"]}}`, "it would show /home/u/proj/.env"},
 		{`{"HostConfig":{"Binds":["/home/u/proj/secrets/key:/k"]}}`, "it would show /home/u/proj/secrets"},
+		{`{"HostConfig":{"LogConfig":{"Type":"syslog","Config":{"syslog-address":"udp://203.0.113.9:514"}}}}`, "--log-driver syslog"},
+		{`{"HostConfig":{"LogConfig":{"Type":"gelf"}}}`, "--log-driver gelf"},
+		{`{"HostConfig":{"Mounts":[{"Type":"volume","Target":"/e","VolumeOptions":{"DriverConfig":{"Name":"local","Options":{"type":"none","o":"bind","device":"/etc"}}}}]}}`, "volume-opt"},
+		{`{"HostConfig":{"Mounts":[{"Type":"volume","Target":"/e","VolumeOptions":{"DriverConfig":{"Name":"sshfs"}}}]}}`, "volume-driver=sshfs"},
+		{`{"HostConfig":{"Mounts":[{"Type":"image","Source":"x","Target":"/e"}]}}`, "type=image"},
 	} {
 		_, r := JudgeCreate([]byte(c.body), guarded())
 		if r == nil {
@@ -74,7 +79,8 @@ func TestJudgeCreateRefuses(t *testing.T) {
 func TestJudgeCreatePasses(t *testing.T) {
 	body := `{"Image":"x","Labels":{"a":"b"},"NetworkingConfig":{"EndpointsConfig":{"none":{}}},"HostConfig":{"Memory":9007199254740993,"CapAdd":["NET_BIND_SERVICE","cap_chown"],
 		"NetworkMode":"container:mine","SecurityOpt":["no-new-privileges"],"MaskedPaths":null,"Binds":["/home/u/proj:/src","/home/u/proj/sub:/sub:ro"],
-		"Mounts":[{"Type":"tmpfs","Target":"/t"},{"Type":"volume","Target":"/v"}]}}`
+		"Mounts":[{"Type":"tmpfs","Target":"/t"},{"Type":"volume","Target":"/v"},{"Type":"volume","Target":"/w","VolumeOptions":{"DriverConfig":{"Name":"local"}}}],
+		"LogConfig":{"Type":"json-file","Config":{"max-size":"10m"}}}}`
 	out, r := JudgeCreate([]byte(body), scope())
 	if r != nil {
 		t.Fatalf("refused: %v", r)
