@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	gopath "path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -400,6 +401,11 @@ var ownActions = map[string][]string{
 // image name) the path names.
 func Route(method, path string) (Endpoint, string) {
 	p := versionPrefix.ReplaceAllString(path, "/")
+	if gopath.Clean(p) != p {
+		// "/images/../containers/other/json" would name one thing here
+		// and another to the engine's router.
+		return Refused, ""
+	}
 	switch {
 	case (method == "GET" || method == "HEAD") && p == "/_ping",
 		method == "GET" && (p == "/version" || p == "/info"):

@@ -180,3 +180,14 @@ func TestRoute(t *testing.T) {
 		}
 	}
 }
+
+func TestRouteRefusesUncleanPaths(t *testing.T) {
+	for _, p := range []string{"/images/../containers/other/json", "/v1.47/images//json", "/containers/mine/../other/start", "/_ping/"} {
+		if ep, _ := Route("GET", p); ep != Refused {
+			t.Errorf("%s: %v, want refused", p, ep)
+		}
+	}
+	if ep, _ := Route("GET", "/v1.47/images/alpine/json"); ep != Images {
+		t.Errorf("an image's inspect: %v", ep)
+	}
+}
