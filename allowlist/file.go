@@ -100,7 +100,7 @@ func (fp *fileParser) parse() error {
 		}
 		return fp.fileError(start, errors.New(msg))
 	}
-	seen, seenHidden := false, false
+	seen, seenHidden, seenDocker := false, false, false
 	seenLocal := map[string]bool{}
 	for fp.dec.More() {
 		keyAt := fp.skip(fp.dec.InputOffset())
@@ -126,6 +126,19 @@ func (fp *fileParser) parse() error {
 			continue
 		case key == "hidden_paths":
 			fp.errs = append(fp.errs, fp.fileError(keyAt, errors.New(`"hidden_paths" appears twice`)))
+		case key == "docker" && !seenDocker:
+			seenDocker = true
+			raw, at, err := fp.value()
+			if err != nil {
+				return err
+			}
+			if raw[0] != 't' && raw[0] != 'f' {
+				fp.errs = append(fp.errs, fp.fileError(at, fmt.Errorf(`"docker" must be true or false, not %s`, jsonKind(raw))))
+			}
+			fp.b.docker = raw[0] == 't'
+			continue
+		case key == "docker":
+			fp.errs = append(fp.errs, fp.fileError(keyAt, errors.New(`"docker" appears twice`)))
 		case localKeys[key] && !seenLocal[key]:
 			seenLocal[key] = true
 			raw, at, err := fp.value()
@@ -139,7 +152,7 @@ func (fp *fileParser) parse() error {
 		case localKeys[key]:
 			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf("%q appears twice", key)))
 		default:
-			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the keys are "allowed_hosts", "hidden_paths", "unix_sockets", "loopback" and "loopback_ports"`, key)))
+			fp.errs = append(fp.errs, fp.fileError(keyAt, fmt.Errorf(`unknown key %q: the keys are "allowed_hosts", "hidden_paths", "unix_sockets", "loopback", "loopback_ports" and "docker"`, key)))
 		}
 		if _, _, err := fp.value(); err != nil {
 			return err

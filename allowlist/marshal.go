@@ -60,6 +60,13 @@ func (p *Policy) encode(pretty bool) []byte {
 		}
 		b.WriteString("]")
 	}
+	if p.Docker() {
+		if pretty {
+			b.WriteString(",\n  \"docker\": true")
+		} else {
+			b.WriteString(`,"docker":true`)
+		}
+	}
 	b.WriteString(closeObj)
 	return b.Bytes()
 }

@@ -25,6 +25,7 @@ type Policy struct {
 	prefixes []netip.Prefix // every KindPrefix target, in entry order
 	hidden   []string       // "hidden_paths", in file order
 	local    Local          // unix sockets and loopback (local.go), normalized
+	docker   bool           // "docker": true (docker.go)
 }
 
 // grant is one request for an entry. owner "" means written without owner.
@@ -86,6 +87,7 @@ type builder struct {
 	index  map[target]int
 	hidden []string
 	local  Local
+	docker bool
 }
 
 func newBuilder() *builder { return &builder{index: make(map[target]int)} }
@@ -124,6 +126,7 @@ func (b *builder) addPolicy(p *Policy) {
 	}
 	b.addHidden(p.hidden)
 	b.local = b.local.merge(p.local)
+	b.docker = b.docker || p.docker
 }
 
 func (b *builder) policy() *Policy {
@@ -133,6 +136,7 @@ func (b *builder) policy() *Policy {
 		wild:   make(map[string]int),
 		hidden: b.hidden,
 		local:  b.local.normalize(),
+		docker: b.docker,
 	}
 	for i, it := range b.items {
 		switch it.t.kind {
@@ -406,6 +410,7 @@ func (p *Policy) Without(owner string) (_ *Policy, kept []Entry) {
 	}
 	np := b.policy()
 	np.local = p.local
+	np.docker = p.docker
 	for _, t := range keptTargets {
 		kept = append(kept, np.items[b.index[t]].entry())
 	}

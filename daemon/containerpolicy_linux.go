@@ -77,7 +77,7 @@ func loadContainerPolicies(paths map[string]string) (*containerPolicies, error) 
 			errs = append(errs, fmt.Errorf("container policy %q: %q: want an absolute, clean path", name, path))
 			continue
 		}
-		p, err := allowlist.Load(path)
+		p, err := loadPolicyFile(path)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("container policy %q: %w", name, err))
 			continue
@@ -123,7 +123,7 @@ func (cp *containerPolicies) changed() []policyChange {
 		if same {
 			continue
 		}
-		p, err := allowlist.Load(path)
+		p, err := loadPolicyFile(path)
 		if err == nil {
 			cp.mu.Lock()
 			cp.loaded[name] = p

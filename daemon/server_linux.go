@@ -177,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 
-	policy, err := allowlist.Load(cfg.AllowlistPath)
+	policy, err := loadPolicyFile(cfg.AllowlistPath)
 	if errors.Is(err, os.ErrNotExist) {
 		policy, err = allowlist.New(nil)
 	}

@@ -62,7 +62,7 @@ func (s *Server) watchAllowlist() {
 // reload reads the allowlist file and applies it; an invalid file is
 // reported and the last good policy stays in force.
 func (s *Server) reload(actor *uint32) {
-	p, err := allowlist.Load(s.cfg.AllowlistPath)
+	p, err := loadPolicyFile(s.cfg.AllowlistPath)
 	if errors.Is(err, os.ErrNotExist) {
 		p, err = allowlist.New(nil)
 	}

@@ -200,6 +200,17 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/") {
 			r.URL.Path = "/" + r.URL.Path
 		}
+		var fwd []byte // nil: the client's body, streamed
+		if r.Method == "POST" && action == "start" {
+			// API versions before 1.24 took a HostConfig with the start,
+			// applied unjudged: a start carries nothing.
+			body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			if t := strings.TrimSpace(string(body)); err != nil || t != "" && t != "{}" && t != "null" {
+				b.refuse(w, http.StatusForbidden, refuse(what, "a start with a body: its HostConfig would not be judged"))
+				return
+			}
+			fwd = []byte{}
+		}
 		var after func(*http.Response) error
 		if r.Method == "POST" && (action == "start" || action == "restart") && b.cfg.OnStart != nil {
 			after = func(resp *http.Response) error {
@@ -217,7 +228,7 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				return nil
 			}
 		}
-		b.forward(w, r, nil, after)
+		b.forward(w, r, fwd, after)
 	case OwnExec:
 		if _, ok := b.resolveOwn(r.Context(), ref); !ok {
 			b.refuse(w, http.StatusForbidden, refuse("exec", "%s is not a container of this session", ref))

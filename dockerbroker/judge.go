@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	gopath "path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -107,6 +108,10 @@ type createBody struct {
 				}
 			}
 		}
+		LogConfig struct {
+			Type   string
+			Config map[string]string
+		}
 		VolumesFrom     []string
 		PortBindings    map[string][]json.RawMessage
 		PublishAllPorts bool
@@ -124,6 +129,9 @@ type createBody struct {
 // the session has are refused.
 func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 	const what = "container create"
+	if err := checkKeys(body); err != nil {
+		return nil, refuse(what, "its body is not JSON the broker can read: %v", err)
+	}
 	var c createBody
 	if err := json.Unmarshal(body, &c); err != nil {
 		return nil, refuse(what, "its body is not JSON the broker can read: %v", err)
@@ -212,6 +220,15 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 	if h.VolumeDriver != "" {
 		return nil, refuse(what, "--volume-driver: volume plugins are not judged")
 	}
+	// The engine, outside the session, ships the container's output where
+	// a log driver says: syslog, gelf, fluentd, splunk and awslogs reach
+	// any address (--log-opt syslog-address=udp://...). Only the drivers
+	// that keep logs on the machine pass.
+	switch h.LogConfig.Type {
+	case "", "json-file", "local", "none":
+	default:
+		return nil, refuse(what, "--log-driver %s: the engine would send the container's output over the network, outside the session; only json-file, local and none", h.LogConfig.Type)
+	}
 	for _, b := range h.Binds {
 		parts := strings.Split(b, ":")
 		if !filepath.IsAbs(parts[0]) {
@@ -232,8 +249,10 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 			}
 		case "tmpfs":
 		case "volume":
+			// The local driver's options mount what they name
+			// (type=none,o=bind,device=/etc binds the machine's /etc).
 			if o := m.VolumeOptions; o != nil && o.DriverConfig != nil && (o.DriverConfig.Name != "" && o.DriverConfig.Name != "local" || len(o.DriverConfig.Options) > 0) {
-				return nil, refuse(what, "--mount source=%s: volume-driver and volume-opt (the local driver's options mount host devices and paths)", m.Source)
+				return nil, refuse(what, "--mount type=volume,volume-driver=%s with volume-opt: a volume driver's options can mount the machine's paths and devices", o.DriverConfig.Name)
 			}
 			if m.Source != "" && (s.OwnsVolume == nil || !s.OwnsVolume(m.Source)) {
 				return nil, refuse(what, "--mount source=%s: the volume is not this session's (only volumes it created; anonymous ones pass)", m.Source)
@@ -304,18 +323,20 @@ func (s Scope) rewrite(body []byte) ([]byte, *Refusal) {
 	if err != nil {
 		return nil, refuse("container create", "its body is not a JSON object")
 	}
-	labels, _ := m["Labels"].(map[string]any)
+	lk := keyFor(m, "Labels")
+	labels, _ := m[lk].(map[string]any)
 	if labels == nil {
 		labels = map[string]any{}
 	}
 	labels[SessionLabel] = s.Session
-	m["Labels"] = labels
-	hc, _ := m["HostConfig"].(map[string]any)
+	m[lk] = labels
+	hk := keyFor(m, "HostConfig")
+	hc, _ := m[hk].(map[string]any)
 	if hc == nil {
 		hc = map[string]any{}
 	}
-	hc["CgroupParent"] = s.CgroupParent
-	m["HostConfig"] = hc
+	hc[keyFor(hc, "CgroupParent")] = s.CgroupParent
+	m[hk] = hc
 	out, err := json.Marshal(m)
 	if err != nil {
 		return nil, refuse("container create", "%v", err)
@@ -341,6 +362,9 @@ func decodeObject(body []byte) (map[string]any, error) {
 // exec.
 func JudgeExec(body []byte) *Refusal {
 	var e struct{ Privileged bool }
+	if err := checkKeys(body); err != nil {
+		return refuse("exec", "its body is not JSON the broker can read: %v", err)
+	}
 	if err := json.Unmarshal(body, &e); err != nil {
 		return refuse("exec", "its body is not JSON the broker can read: %v", err)
 	}
@@ -407,6 +431,11 @@ var ownActions = map[string][]string{
 // image name) the path names.
 func Route(method, path string) (Endpoint, string) {
 	p := versionPrefix.ReplaceAllString(path, "/")
+	if gopath.Clean(p) != p {
+		// "/images/../containers/other/json" would name one thing here
+		// and another to the engine's router.
+		return Refused, ""
+	}
 	switch {
 	case (method == "GET" || method == "HEAD") && p == "/_ping",
 		method == "GET" && (p == "/version" || p == "/info"):

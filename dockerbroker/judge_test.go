@@ -68,6 +68,11 @@ func TestJudgeCreateRefuses(t *testing.T) {
 		{`{"HostConfig":{"NetworkMode":"none"},"NetworkingConfig":{"EndpointsConfig":{"othernet":{}}}}`, "the network othernet"},
 		{`{"HostConfig":{"Binds":["/home/u/proj:/p"]}}`, "it would show /home/u/proj/.env"},
 		{`{"HostConfig":{"Binds":["/home/u/proj/secrets/key:/k"]}}`, "it would show /home/u/proj/secrets"},
+		{`{"HostConfig":{"LogConfig":{"Type":"syslog","Config":{"syslog-address":"udp://203.0.113.9:514"}}}}`, "--log-driver syslog"},
+		{`{"HostConfig":{"LogConfig":{"Type":"gelf"}}}`, "--log-driver gelf"},
+		{`{"HostConfig":{"Mounts":[{"Type":"volume","Target":"/e","VolumeOptions":{"DriverConfig":{"Name":"local","Options":{"type":"none","o":"bind","device":"/etc"}}}}]}}`, "volume-opt"},
+		{`{"HostConfig":{"Mounts":[{"Type":"volume","Target":"/e","VolumeOptions":{"DriverConfig":{"Name":"sshfs"}}}]}}`, "volume-driver=sshfs"},
+		{`{"HostConfig":{"Mounts":[{"Type":"image","Source":"x","Target":"/e"}]}}`, "type=image"},
 	} {
 		_, r := JudgeCreate([]byte(c.body), guarded())
 		if r == nil {
@@ -83,7 +88,8 @@ func TestJudgeCreateRefuses(t *testing.T) {
 func TestJudgeCreatePasses(t *testing.T) {
 	body := `{"Image":"x","Labels":{"a":"b"},"NetworkingConfig":{"EndpointsConfig":{"none":{}}},"HostConfig":{"Memory":9007199254740993,"CapAdd":["NET_BIND_SERVICE","cap_chown"],
 		"NetworkMode":"container:mine","SecurityOpt":["no-new-privileges"],"MaskedPaths":null,"Binds":["/home/u/proj:/src","/home/u/proj/sub:/sub:ro"],
-		"Mounts":[{"Type":"tmpfs","Target":"/t"},{"Type":"volume","Target":"/v"},{"Type":"volume","Source":"v1","Target":"/w","VolumeOptions":{"DriverConfig":{"Name":"local"}}}]}}`
+		"Mounts":[{"Type":"tmpfs","Target":"/t"},{"Type":"volume","Target":"/v"},{"Type":"volume","Source":"v1","Target":"/w","VolumeOptions":{"DriverConfig":{"Name":"local"}}}],
+		"LogConfig":{"Type":"json-file","Config":{"max-size":"10m"}}}}`
 	out, r := JudgeCreate([]byte(body), scope())
 	if r != nil {
 		t.Fatalf("refused: %v", r)
@@ -213,6 +219,7 @@ func TestJudgeVolumeCreate(t *testing.T) {
 		{`{"Name":"v","Labels":{"sluice.session":"other"}}`, "the label sluice.session"},
 		{`{"Name":"v","ClusterVolumeSpec":{"Group":"g"}}`, "cluster volumes"},
 		{`[`, "not JSON"},
+		{`{"Name":"v","driveropts":{"device":"/etc"},"DriverOpts":{}}`, "repeated key"},
 	} {
 		_, r := JudgeVolumeCreate([]byte(c.body), scope())
 		if r == nil || !strings.Contains(r.Error(), c.want) || !strings.HasPrefix(r.Error(), "sluice: refused volume create: ") {
@@ -245,6 +252,7 @@ func TestJudgeNetworkCreate(t *testing.T) {
 		{`{"Name":"n","Scope":"swarm"}`, "--scope swarm"},
 		{`{"Name":"n","Labels":{"sluice.x":"1"}}`, "the label sluice.x"},
 		{`{"Driver":"bridge"}`, "no name"},
+		{`{"Name":"n","options":{"com.docker.network.bridge.name":"eth0"},"Options":{}}`, "repeated key"},
 	} {
 		_, r := JudgeNetworkCreate([]byte(c.body), scope())
 		if r == nil || !strings.Contains(r.Error(), c.want) || !strings.HasPrefix(r.Error(), "sluice: refused network create: ") {
@@ -261,5 +269,16 @@ func TestJudgeNetworkCreate(t *testing.T) {
 	}
 	if err := json.Unmarshal(out, &n); err != nil || !n.Internal || n.Labels[SessionLabel] != "run-1-abc" || n.Labels["a"] != "b" {
 		t.Errorf("body: %s (%v)", out, err)
+	}
+}
+
+func TestRouteRefusesUncleanPaths(t *testing.T) {
+	for _, p := range []string{"/images/../containers/other/json", "/v1.47/images//json", "/containers/mine/../other/start", "/_ping/"} {
+		if ep, _ := Route("GET", p); ep != Refused {
+			t.Errorf("%s: %v, want refused", p, ep)
+		}
+	}
+	if ep, _ := Route("GET", "/v1.47/images/alpine/json"); ep != Images {
+		t.Errorf("an image's inspect: %v", ep)
 	}
 }

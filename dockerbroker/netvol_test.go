@@ -140,6 +140,7 @@ func TestBrokerNetworksAndVolumes(t *testing.T) {
 		{"DELETE", "/v1.47/networks/othernet", "", "othernet is not a network of this session"},
 		{"POST", "/v1.47/networks/othernet/connect", `{"Container":"agent"}`, "othernet is not a network of this session"},
 		{"POST", "/v1.47/networks/n1/connect", `{"Container":"other"}`, "other is not a container of this session"},
+		{"POST", "/v1.47/networks/n1/connect", `{"Container":"agent","container":"other"}`, "repeated key"},
 		{"POST", "/v1.47/networks/n1/connect", `{"Container":"agent","EndpointConfig":{"IPAMConfig":{"IPv4Address":"172.30.0.9"}}}`, "fixed addresses"},
 		{"POST", "/v1.47/networks/create", `{"Name":"n2","Options":{"com.docker.network.bridge.name":"eth0"}}`, "--opt com.docker.network.bridge.name"},
 		{"POST", "/v1.47/networks/create", `{"Name":"n2","IPAM":{"Config":[{"Subnet":"10.0.0.0/8"}]}}`, "--subnet"},

@@ -86,6 +86,9 @@ type networkBody struct {
 // ones it knows to be free.
 func JudgeNetworkCreate(body []byte, s Scope) ([]byte, *Refusal) {
 	const what = "network create"
+	if err := checkKeys(body); err != nil {
+		return nil, refuse(what, "its body is not JSON the broker can read: %v", err)
+	}
 	var n networkBody
 	if err := json.Unmarshal(body, &n); err != nil {
 		return nil, refuse(what, "its body is not JSON the broker can read: %v", err)
@@ -226,6 +229,10 @@ func (b *Broker) networkConnect(w http.ResponseWriter, r *http.Request, ref stri
 		Container      string
 		EndpointConfig json.RawMessage
 	}
+	if err := checkKeys(body); err != nil {
+		b.refuse(w, http.StatusBadRequest, refuse(what, "its body is not JSON the broker can read: %v", err))
+		return
+	}
 	if err := json.Unmarshal(body, &c); err != nil {
 		b.refuse(w, http.StatusBadRequest, refuse(what, "its body is not JSON the broker can read: %v", err))
 		return
@@ -244,7 +251,7 @@ func (b *Broker) networkConnect(w http.ResponseWriter, r *http.Request, ref stri
 		b.refuse(w, http.StatusBadRequest, refuse(what, "its body is not a JSON object"))
 		return
 	}
-	m["Container"] = cid
+	m[keyFor(m, "Container")] = cid
 	out, _ := json.Marshal(m)
 	r.URL.Path = versionPrefix.FindString(r.URL.Path) + "networks/" + id + "/" + pathAction(r.URL.Path)
 	if !strings.HasPrefix(r.URL.Path, "/") {

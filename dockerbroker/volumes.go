@@ -27,6 +27,9 @@ type volumeBody struct {
 // mounts a disk), and another driver is a plugin sluice does not judge.
 func JudgeVolumeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 	const what = "volume create"
+	if err := checkKeys(body); err != nil {
+		return nil, refuse(what, "its body is not JSON the broker can read: %v", err)
+	}
 	var v volumeBody
 	if err := json.Unmarshal(body, &v); err != nil {
 		return nil, refuse(what, "its body is not JSON the broker can read: %v", err)
@@ -63,12 +66,13 @@ func labelled(what string, body []byte, session string) ([]byte, *Refusal) {
 	if err != nil {
 		return nil, refuse(what, "its body is not a JSON object")
 	}
-	labels, _ := m["Labels"].(map[string]any)
+	lk := keyFor(m, "Labels")
+	labels, _ := m[lk].(map[string]any)
 	if labels == nil {
 		labels = map[string]any{}
 	}
 	labels[SessionLabel] = session
-	m["Labels"] = labels
+	m[lk] = labels
 	out, err := json.Marshal(m)
 	if err != nil {
 		return nil, refuse(what, "%v", err)

@@ -65,6 +65,10 @@ type SandboxSpec struct {
 	// in the session's mount namespace (sandbox.ReadOnly); the zero value
 	// makes nothing read-only.
 	ReadOnly sandbox.ReadOnly
+	// DockerSocket, when set, is bound over each of DockerNames in the
+	// session's mount namespace (sandbox.Spec.DockerSocket).
+	DockerSocket string
+	DockerNames  []string
 	// OnHidden, if set, is told each path the session hides.
 	OnHidden func(path string)
 	// OnNote, if set, is told what the user should know about the

@@ -30,7 +30,8 @@ func (c CommandSpec) sandboxPrepare(sockets []string, onSocket func(name string,
 		hidden = *sb.Hidden
 	}
 	spec := sandbox.Spec{Processes: !sb.ShareProcesses, Hidden: hidden, Home: sb.Home, UID: c.User.UID,
-		Sockets: sockets, OnSocket: onSocket, OwnDir: own, GID: c.User.GID, ReadOnly: sb.ReadOnly, OnNote: sb.OnNote}
+		Sockets: sockets, OnSocket: onSocket, OwnDir: own, GID: c.User.GID, ReadOnly: sb.ReadOnly, OnNote: sb.OnNote,
+		DockerSocket: sb.DockerSocket, DockerNames: sb.DockerNames}
 	from, onHidden := sb.MountNamespaceOf, sb.OnHidden
 	join := sb.NamespacesOf
 	return func() error {

@@ -81,6 +81,11 @@ func Enter(spec Spec, from *os.File, hid func(path string)) error {
 	if err := makeReadOnly(spec.ReadOnly, spec.UID); err != nil {
 		return err
 	}
+	if spec.DockerSocket != "" {
+		if err := bindDockerSocket(spec.DockerSocket, spec.DockerNames); err != nil {
+			return err
+		}
+	}
 	if err := pinSockets(spec.Sockets, spec.UID, spec.OnSocket); err != nil {
 		return err
 	}

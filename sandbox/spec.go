@@ -50,6 +50,11 @@ type Spec struct {
 	// ReadOnly are the paths made read-only, with everything below them,
 	// in the session's mount namespace (see ReadOnly).
 	ReadOnly ReadOnly
+	// DockerSocket, when set, is the session's Docker socket (served by
+	// sluice's broker), bound over each of DockerNames in the session's
+	// mount namespace.
+	DockerSocket string
+	DockerNames  []string
 }
 
 // OwnDirRoot is where sessions' own directories are mounted: one

@@ -104,6 +104,12 @@ func Prepare(c Caller, req api.CreateRequest, m Machine, parsed *allowlist.Polic
 			requested = requested.Merge(doc)
 		}
 	}
+	// "docker": true in the session's own policy file is --docker; a
+	// machine policy's never is (the daemon refuses such a file), and a
+	// confined caller's inherited policy is not its request.
+	if requested.Docker() {
+		req.Docker = true
+	}
 	requested, err := Request(c, requested, m.Policy)
 	if err != nil {
 		return nil, err

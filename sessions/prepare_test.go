@@ -152,3 +152,45 @@ func TestPreparePlans(t *testing.T) {
 		t.Errorf("nested: parent %q bound %v", p.Parent(), p.EnvSocketsWithin)
 	}
 }
+
+// "docker": true in the session's own policy is --docker, with its rule;
+// the machine's policy and a confined caller's inherited one never ask.
+func TestPrepareDockerKey(t *testing.T) {
+	m := testMachine(t)
+	root := Caller{UID: 0, Creator: true}
+	req := api.CreateRequest{Argv: []string{"/bin/true"}, User: "nobody",
+		Allowlist: []byte(`{"allowed_hosts": ["a.example.test"], "docker": true}`)}
+	p, err := Prepare(root, req, m, nil, 3)
+	if err != nil || !p.Req.Docker {
+		t.Fatalf("root, docker in the allowlist: %v, docker %v", err, p != nil && p.Req.Docker)
+	}
+	own, err := allowlist.Parse([]byte(`{"allowed_hosts": ["anything.test"], "docker": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Prepare(root, api.CreateRequest{Argv: []string{"/bin/true"}, User: "nobody"}, Machine{LookupUser: m.LookupUser}, own, 3); err != nil || !p.Req.Docker {
+		t.Errorf("in-process, docker in the parsed policy: %v", err)
+	}
+	off := api.CreateRequest{Argv: []string{"/bin/true"}, User: "nobody", Allowlist: []byte(`{"docker": false}`)}
+	if p, err := Prepare(root, off, m, nil, 3); err != nil || p.Req.Docker {
+		t.Errorf(`"docker": false: %v`, err)
+	}
+	// The rule of --docker holds: a user may not.
+	user := Caller{UID: 1000, GID: 1000, Creator: true}
+	ureq := req
+	ureq.User = ""
+	if _, err := Prepare(user, ureq, m, nil, 3); KindOf(err) != Forbidden || !strings.Contains(err.Error(), "unconfined root") {
+		t.Errorf("a user's docker key: %v", err)
+	}
+	// A machine policy that says docker asks for nothing.
+	mm := m
+	mm.Policy = m.Policy.WithDocker(true)
+	if p, err := Prepare(root, api.CreateRequest{Argv: []string{"/bin/true"}, User: "nobody"}, mm, nil, 3); err != nil || p.Req.Docker {
+		t.Errorf("the machine's docker key gave the session docker: %v", err)
+	}
+	// Nor does a confined caller's own policy when it requests nothing.
+	inside := Caller{UID: 1000, GID: 1000, Creator: true, Confined: true, Own: &Parent{Name: "agent", Policy: m.Policy.WithDocker(true)}}
+	if p, err := Prepare(inside, api.CreateRequest{Argv: []string{"/bin/true"}}, m, nil, 3); err != nil || p.Req.Docker {
+		t.Errorf("a nested session inherited docker: %v", err)
+	}
+}

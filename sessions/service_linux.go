@@ -141,19 +141,26 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 		return nil, wrapf(Invalid, ErrAskNeedsDaemon, "ask mode")
 	}
 	if req.Docker && !sv.cfg.Docker {
-		return nil, failf(Invalid, "docker: a Docker socket is given by `sudo sluice run --docker` with the embedded enforcer, not by the daemon (yet)")
+		return nil, failf(Invalid, `docker: a Docker socket (--docker, or "docker": true in the session's policy file) is given by sudo sluice run with the embedded enforcer, not by the daemon (yet)`)
 	}
 	ss := sv.newSession(api.SessionInfo{UID: plan.Spawn.UID, Created: time.Now().UTC(), Argv: req.Argv, Audit: req.Audit, Ask: req.Ask, Parent: plan.Parent()},
 		plan.Requested, h)
 	ss.cmdStarted = make(chan struct{})
 	unixSockets, env := sv.cfg.UnixSockets, req.Env
 	dockerPath := ""
+	var dockerNames []string
 	if req.Docker {
 		// The session reaches its own Docker socket, by this name only;
 		// the engine's stays refused unless its policy lists it.
 		dockerPath = dockerSocketPath(sv.e.StateDir())
 		unixSockets = append(slices.Clone(unixSockets), dockerPath)
 		env = append(slices.Clone(env), "DOCKER_HOST=unix://"+dockerPath)
+		// And by the usual names, where they exist: in the session's
+		// mount namespace they are the broker's socket (bound over the
+		// engine's), so a client that ignores DOCKER_HOST gets the
+		// broker too.
+		dockerNames = sandbox.DockerSocketsHere()
+		unixSockets = append(unixSockets, dockerNames...)
 	}
 	es, err := sv.e.NewSession(enforcer.Options{Policy: plan.Policy, Audit: req.Audit,
 		PidsMax: req.PidsMax, MemoryMax: req.MemoryMax, DNS: ss.DNSOptions(),
@@ -175,6 +182,9 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 		Sandbox: enforcer.SandboxSpec{ShareProcesses: req.ShareProcesses, Hidden: &plan.Hidden, MountNamespaceOf: w.MountNamespaceOf,
 			AllowUserNamespaces: req.AllowUserNamespaces, ReadOnly: plan.ReadOnly},
 		EnvSocketsWithin: plan.EnvSocketsWithin}
+	if len(dockerNames) > 0 {
+		spec.Sandbox.DockerSocket, spec.Sandbox.DockerNames = dockerPath, dockerNames
+	}
 	if w.Joined {
 		spec.Sandbox.NamespacesOf = w.NamespacesOf
 	}

@@ -210,6 +210,8 @@ func (o runOptions) run(cmd *cobra.Command, argv []string) error {
 	if o.pidsMax < 0 {
 		return &exitError{code: exitSluiceError, err: fmt.Errorf("--pids-max must be positive, got %d", o.pidsMax)}
 	}
+	// "docker": true in the allowlist file is --docker, with its checks.
+	o.docker = o.docker || policy.Docker()
 	return runConfined(cmd, o, policy, memMax, argv)
 }
 
