@@ -444,6 +444,11 @@ func (b *Broker) roundTrip(r *http.Request, body []byte) (*http.Response, error)
 	out.Host = "docker"
 	if body != nil {
 		out.Body = io.NopCloser(bytes.NewReader(body))
+		if len(body) == 0 {
+			// A body of unknown length goes out chunked, which the
+			// engine takes for a body (a start refuses one): none.
+			out.Body = http.NoBody
+		}
 		out.ContentLength = int64(len(body))
 		out.TransferEncoding = nil
 		out.Header.Del("Content-Length")
