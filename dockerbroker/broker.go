@@ -46,19 +46,26 @@ type Broker struct {
 	srv    *http.Server
 	engine *http.Client
 
-	mu     sync.Mutex
-	owned  map[string]bool // full container ids the session created
-	execs  map[string]bool // exec ids made in them
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu    sync.Mutex
+	owned map[string]bool // full container ids the session created
+	execs map[string]bool // exec ids made in them
+	// networks and volumes are the session's own: network ids and
+	// volume names the engine made through this broker.
+	networks map[string]bool
+	volumes  map[string]bool
+	conns    map[net.Conn]struct{}
+	closed   bool
 }
 
 // New is a broker for cfg; Serve starts it.
 func New(cfg Config) *Broker {
-	b := &Broker{cfg: cfg, owned: map[string]bool{}, execs: map[string]bool{}, conns: map[net.Conn]struct{}{}}
+	b := &Broker{cfg: cfg, owned: map[string]bool{}, execs: map[string]bool{}, conns: map[net.Conn]struct{}{},
+		networks: map[string]bool{}, volumes: map[string]bool{}}
 	b.engine = &http.Client{Transport: &http.Transport{DialContext: b.dialEngine, DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	b.srv = &http.Server{Handler: http.HandlerFunc(b.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
 	b.cfg.Scope.Owns = func(ref string) bool { _, ok := b.resolveOwn(context.Background(), ref); return ok }
+	b.cfg.Scope.OwnsNetwork = func(ref string) bool { _, ok := b.resolveNetwork(context.Background(), ref); return ok }
+	b.cfg.Scope.OwnsVolume = func(name string) bool { return b.ownsVolume(context.Background(), name) }
 	return b
 }
 
@@ -100,12 +107,14 @@ func (b *Broker) Containers() []string {
 }
 
 // RemoveAll force-removes the session's containers (and their anonymous
-// volumes) from the engine; containers already gone are not errors.
+// volumes) from the engine, then its networks and named volumes; ones
+// already gone are not errors.
 func (b *Broker) RemoveAll(ctx context.Context) error {
 	var errs []error
 	for _, id := range b.Containers() {
 		errs = append(errs, b.remove(ctx, id))
 	}
+	errs = append(errs, b.removeNetVol(ctx))
 	return errors.Join(errs...)
 }
 
@@ -257,10 +266,41 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			name = ref
 		}
 		b.registry(w, r, "push", name)
+	case NetCreate:
+		b.networkCreate(w, r)
+	case VolCreate:
+		b.volumeCreate(w, r)
+	case NetList, VolList:
+		b.list(w, r)
+	case NetOwn:
+		id, ok := b.resolveNetwork(r.Context(), ref)
+		if !ok {
+			if b.notFound(w, r, "network", ref, "/networks/"+url.PathEscape(ref)) {
+				return
+			}
+			b.refuse(w, http.StatusForbidden, refuse(what, "%s is not a network of this session", ref))
+			return
+		}
+		r.URL.Path = versionPrefix.FindString(r.URL.Path) + "networks/" + id
+		if !strings.HasPrefix(r.URL.Path, "/") {
+			r.URL.Path = "/" + r.URL.Path
+		}
+		b.forward(w, r, nil, nil)
+	case NetConnect:
+		b.networkConnect(w, r, ref)
+	case VolOwn:
+		if !b.ownsVolume(r.Context(), ref) {
+			if b.notFound(w, r, "volume", ref, "/volumes/"+url.PathEscape(ref)) {
+				return
+			}
+			b.refuse(w, http.StatusForbidden, refuse(what, "%s is not a volume of this session", ref))
+			return
+		}
+		b.forward(w, r, nil, nil)
 	case Build:
 		b.refuse(w, http.StatusForbidden, refuse("build", "builds are not judged yet (their RUN steps would run in containers outside the session)"))
 	default:
-		b.refuse(w, http.StatusForbidden, refuse(what, "not an endpoint sluice judges (containers of the session, pulls, pushes, /_ping, /version, /info)"))
+		b.refuse(w, http.StatusForbidden, refuse(what, "not an endpoint sluice judges (containers, networks and volumes of the session, pulls, pushes, /_ping, /version, /info)"))
 	}
 }
 
@@ -297,6 +337,19 @@ func (b *Broker) create(w http.ResponseWriter, r *http.Request) {
 // forwardCreated sends r with body and records the Id of what the engine
 // created in set.
 func (b *Broker) forwardCreated(w http.ResponseWriter, r *http.Request, body []byte, set map[string]bool) {
+	b.forwardRecorded(w, r, body, func(out []byte) {
+		var c struct{ Id string }
+		if json.Unmarshal(out, &c) == nil && c.Id != "" {
+			b.mu.Lock()
+			set[c.Id] = true
+			b.mu.Unlock()
+		}
+	})
+}
+
+// forwardRecorded sends r with body and hands a successful answer to
+// record before the client gets it.
+func (b *Broker) forwardRecorded(w http.ResponseWriter, r *http.Request, body []byte, record func([]byte)) {
 	resp, err := b.roundTrip(r, body)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "sluice: the engine: "+err.Error())
@@ -309,12 +362,7 @@ func (b *Broker) forwardCreated(w http.ResponseWriter, r *http.Request, body []b
 		return
 	}
 	if resp.StatusCode/100 == 2 {
-		var c struct{ Id string }
-		if json.Unmarshal(out, &c) == nil && c.Id != "" {
-			b.mu.Lock()
-			set[c.Id] = true
-			b.mu.Unlock()
-		}
+		record(out)
 	}
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Del("Content-Length")
@@ -322,7 +370,8 @@ func (b *Broker) forwardCreated(w http.ResponseWriter, r *http.Request, body []b
 	_, _ = w.Write(out)
 }
 
-// list answers GET /containers/json with the session's containers only.
+// list answers GET /containers/json, /networks and /volumes with the
+// session's own only: the engine filters by the session's label.
 func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	filters := map[string][]string{}
@@ -395,6 +444,11 @@ func (b *Broker) roundTrip(r *http.Request, body []byte) (*http.Response, error)
 	out.Host = "docker"
 	if body != nil {
 		out.Body = io.NopCloser(bytes.NewReader(body))
+		if len(body) == 0 {
+			// A body of unknown length goes out chunked, which the
+			// engine takes for a body (a start refuses one): none.
+			out.Body = http.NoBody
+		}
 		out.ContentLength = int64(len(body))
 		out.TransferEncoding = nil
 		out.Header.Del("Content-Length")

@@ -28,10 +28,14 @@ type fakeEngine struct {
 	started []string
 	labels  map[string]string
 	removed int
+	netvol  *fakeNetVol
 }
 
 func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := versionPrefix.ReplaceAllString(r.URL.Path, "/")
+	if f.netvol != nil && f.netvol.serve(w, r, p) {
+		return
+	}
 	switch {
 	case p == "/containers/create":
 		var m map[string]any
@@ -52,6 +56,11 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		labels := f.labels
 		f.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(map[string]any{"Id": fakeID, "Config": map[string]any{"Labels": labels}})
+	case p == "/containers/"+fakeID+"/start" && (len(r.TransferEncoding) > 0 || r.ContentLength != 0):
+		// As the engine since API 1.24: a start takes no body, chunked
+		// and empty included.
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"message":"starting container with non-empty request body was deprecated"}`)
 	case p == "/containers/"+fakeID+"/start":
 		f.mu.Lock()
 		f.started = append(f.started, fakeID)

@@ -5,6 +5,7 @@ package dockerbroker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	gopath "path"
 	"path/filepath"
@@ -50,6 +51,12 @@ type Scope struct {
 	// Owns reports whether a container reference (id, short id or name)
 	// is one of the session's containers, for container:<ref> modes.
 	Owns func(ref string) bool
+	// OwnsNetwork reports whether a network reference (id, short id or
+	// name) is one of the session's networks; nil: none is.
+	OwnsNetwork func(ref string) bool
+	// OwnsVolume reports whether a volume name is one of the session's
+	// volumes; nil: none is.
+	OwnsVolume func(name string) bool
 	// Resolve resolves symbolic links in a host path as the engine will
 	// (filepath.EvalSymlinks); nil: the path as written.
 	Resolve func(string) (string, error)
@@ -153,7 +160,9 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 			return nil, refuse(what, "--network %s: not a container of this session", m)
 		}
 	default:
-		return nil, refuse(what, "--network %s: only the default network and none (networks are not judged yet)", m)
+		if s.OwnsNetwork == nil || !s.OwnsNetwork(m) {
+			return nil, refuse(what, "--network %s: only the default network, none and the session's own networks", m)
+		}
 	}
 	for _, ns := range []struct{ flag, mode string }{{"--pid", h.PidMode}, {"--ipc", h.IpcMode}, {"--uts", h.UTSMode},
 		{"--userns", h.UsernsMode}, {"--cgroupns", h.CgroupnsMode}} {
@@ -164,9 +173,12 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 			return nil, refuse(what, "%s %s: not a container of this session", ns.flag, ns.mode)
 		}
 	}
-	for n := range c.NetworkingConfig.EndpointsConfig {
-		if n != h.NetworkMode && n != "default" && n != "bridge" && n != "none" {
-			return nil, refuse(what, "the network %s: only the default network and none (networks are not judged yet)", n)
+	for n, e := range c.NetworkingConfig.EndpointsConfig {
+		if n != h.NetworkMode && !isDefaultNet(n) && (s.OwnsNetwork == nil || !s.OwnsNetwork(n)) {
+			return nil, refuse(what, "the network %s: only the default network, none and the session's own networks", n)
+		}
+		if r := judgeEndpoint(what, n, e); r != nil {
+			return nil, r
 		}
 	}
 	if isSet(h.MaskedPaths) || isSet(h.ReadonlyPaths) {
@@ -219,6 +231,12 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 	}
 	for _, b := range h.Binds {
 		parts := strings.Split(b, ":")
+		if !filepath.IsAbs(parts[0]) {
+			if s.OwnsVolume == nil || !s.OwnsVolume(parts[0]) {
+				return nil, refuse(what, "-v %s: the volume %s is not this session's (only volumes it created; anonymous ones pass)", b, parts[0])
+			}
+			continue
+		}
 		if r := s.judgeSource("-v "+b, parts[0]); r != nil {
 			return nil, r
 		}
@@ -236,11 +254,11 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 			if o := m.VolumeOptions; o != nil && o.DriverConfig != nil && (o.DriverConfig.Name != "" && o.DriverConfig.Name != "local" || len(o.DriverConfig.Options) > 0) {
 				return nil, refuse(what, "--mount type=volume,volume-driver=%s with volume-opt: a volume driver's options can mount the machine's paths and devices", o.DriverConfig.Name)
 			}
-			if m.Source != "" {
-				return nil, refuse(what, "--mount source=%s: named volumes are not judged yet (anonymous ones are)", m.Source)
+			if m.Source != "" && (s.OwnsVolume == nil || !s.OwnsVolume(m.Source)) {
+				return nil, refuse(what, "--mount source=%s: the volume is not this session's (only volumes it created; anonymous ones pass)", m.Source)
 			}
 		default:
-			return nil, refuse(what, "--mount type=%s: only bind, tmpfs and anonymous volumes", m.Type)
+			return nil, refuse(what, "--mount type=%s: only bind, tmpfs and volumes", m.Type)
 		}
 	}
 	return s.rewrite(body)
@@ -248,11 +266,11 @@ func JudgeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 
 // judgeSource judges a bind's host side: a host path within the
 // workspace (after symbolic links), never a socket of Sockets; a name
-// (a named volume) is refused for now.
+// is not a host path and is refused (named volumes are judged before).
 func (s Scope) judgeSource(flag, src string) *Refusal {
 	const what = "container create"
 	if !filepath.IsAbs(src) {
-		return refuse(what, "%s: named volumes are not judged yet (anonymous ones are)", flag)
+		return refuse(what, "%s: a bind's source is a host path", flag)
 	}
 	p := filepath.Clean(src)
 	if s.Resolve != nil {
@@ -301,10 +319,8 @@ func isSet(v json.RawMessage) bool {
 // rewrite sets the session's label and the cgroup parent in body, keeping
 // every other field as the client sent it (numbers as written).
 func (s Scope) rewrite(body []byte) ([]byte, *Refusal) {
-	var m map[string]any
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	if err := d.Decode(&m); err != nil || m == nil {
+	m, err := decodeObject(body)
+	if err != nil {
 		return nil, refuse("container create", "its body is not a JSON object")
 	}
 	lk := keyFor(m, "Labels")
@@ -326,6 +342,20 @@ func (s Scope) rewrite(body []byte) ([]byte, *Refusal) {
 		return nil, refuse("container create", "%v", err)
 	}
 	return out, nil
+}
+
+// decodeObject decodes a JSON object keeping its numbers as written.
+func decodeObject(body []byte) (map[string]any, error) {
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
 }
 
 // JudgeExec judges a POST /containers/{id}/exec body: no privileged
@@ -433,6 +463,9 @@ func Route(method, path string) (Endpoint, string) {
 			return Own, ref
 		}
 		return Refused, ref
+	}
+	if ep, ref, ok := routeNetVol(method, p); ok {
+		return ep, ref
 	}
 	if rest, ok := strings.CutPrefix(p, "/exec/"); ok {
 		id, action, _ := strings.Cut(rest, "/")

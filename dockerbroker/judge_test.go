@@ -10,8 +10,10 @@ import (
 
 func scope() Scope {
 	return Scope{Session: "run-1-abc", Workspace: "/home/u/proj", CgroupParent: "/sluice",
-		Owns:    func(ref string) bool { return ref == "mine" },
-		Sockets: []string{"/var/run/docker.sock", "/run/sluice/docker/x.sock"}}
+		Owns:        func(ref string) bool { return ref == "mine" },
+		OwnsNetwork: func(ref string) bool { return ref == "n1" },
+		OwnsVolume:  func(name string) bool { return name == "v1" },
+		Sockets:     []string{"/var/run/docker.sock", "/run/sluice/docker/x.sock"}}
 }
 
 // guarded is scope with hidden paths inside the workspace.
@@ -44,7 +46,14 @@ func TestJudgeCreateRefuses(t *testing.T) {
 		{`{"HostConfig":{"Binds":["/home/u/proj/docker.sock:/s"]}}`, "the Docker socket"},
 		{`{"HostConfig":{"Binds":["/home/u/project2:/p"]}}`, "only paths within"},
 		{`{"HostConfig":{"Binds":["/home/u/proj/../../..:/p"]}}`, "only paths within"},
-		{`{"HostConfig":{"Binds":["vol:/p"]}}`, "named volumes"},
+		{`{"HostConfig":{"Binds":["vol:/p"]}}`, "the volume vol is not this session's"},
+		{`{"HostConfig":{"Mounts":[{"Type":"volume","Source":"vol","Target":"/p"}]}}`, "--mount source=vol: the volume is not this session's"},
+		{`{"HostConfig":{"Mounts":[{"Type":"volume","Source":"v1","Target":"/p","VolumeOptions":{"DriverConfig":{"Name":"local","Options":{"device":"/etc"}}}}]}}`, "volume-opt"},
+		{`{"HostConfig":{"Mounts":[{"Type":"bind","Source":"v1","Target":"/p"}]}}`, "a bind's source is a host path"},
+		{`{"HostConfig":{"NetworkMode":"n2"}}`, "--network n2: only the default network, none and the session's own"},
+		{`{"HostConfig":{"NetworkMode":"n1"},"NetworkingConfig":{"EndpointsConfig":{"n1":{"IPAMConfig":{"IPv4Address":"10.0.0.9"}}}}}`, "fixed addresses"},
+		{`{"HostConfig":{"NetworkMode":"n1"},"NetworkingConfig":{"EndpointsConfig":{"n1":{"DriverOpts":{"com.docker.network.endpoint.sysctls":"x"}}}}}`, "driver options of the endpoint"},
+		{`{"HostConfig":{"NetworkMode":"n1"},"NetworkingConfig":{"EndpointsConfig":{"n1":{},"n2":{}}}}`, "the network n2"},
 		{`{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/etc","Target":"/e"}]}}`, "only paths within"},
 		{`{"HostConfig":{"Mounts":[{"Type":"npipe","Source":"x","Target":"/e"}]}}`, "type=npipe"},
 		{`{"HostConfig":{"CgroupParent":"/"}}`, "--cgroup-parent"},
@@ -79,7 +88,7 @@ func TestJudgeCreateRefuses(t *testing.T) {
 func TestJudgeCreatePasses(t *testing.T) {
 	body := `{"Image":"x","Labels":{"a":"b"},"NetworkingConfig":{"EndpointsConfig":{"none":{}}},"HostConfig":{"Memory":9007199254740993,"CapAdd":["NET_BIND_SERVICE","cap_chown"],
 		"NetworkMode":"container:mine","SecurityOpt":["no-new-privileges"],"MaskedPaths":null,"Binds":["/home/u/proj:/src","/home/u/proj/sub:/sub:ro"],
-		"Mounts":[{"Type":"tmpfs","Target":"/t"},{"Type":"volume","Target":"/v"},{"Type":"volume","Target":"/w","VolumeOptions":{"DriverConfig":{"Name":"local"}}}],
+		"Mounts":[{"Type":"tmpfs","Target":"/t"},{"Type":"volume","Target":"/v"},{"Type":"volume","Source":"v1","Target":"/w","VolumeOptions":{"DriverConfig":{"Name":"local"}}}],
 		"LogConfig":{"Type":"json-file","Config":{"max-size":"10m"}}}}`
 	out, r := JudgeCreate([]byte(body), scope())
 	if r != nil {
@@ -173,11 +182,93 @@ func TestRoute(t *testing.T) {
 		{"POST", "/v1.43/plugins/pull", Refused, ""},
 		{"POST", "/v1.43/containers/abc/update", Refused, "abc"},
 		{"POST", "/v1.43/containers/abc/commit", Refused, "abc"},
+		{"POST", "/v1.43/networks/create", NetCreate, ""},
+		{"GET", "/v1.43/networks", NetList, ""},
+		{"GET", "/v1.43/networks/n1", NetOwn, "n1"},
+		{"DELETE", "/v1.43/networks/n1", NetOwn, "n1"},
+		{"POST", "/v1.43/networks/n1/connect", NetConnect, "n1"},
+		{"POST", "/v1.43/networks/n1/disconnect", NetConnect, "n1"},
+		{"POST", "/v1.43/networks/prune", Refused, "prune"},
+		{"POST", "/v1.43/volumes/create", VolCreate, ""},
+		{"GET", "/v1.43/volumes", VolList, ""},
+		{"GET", "/v1.43/volumes/v1", VolOwn, "v1"},
+		{"DELETE", "/v1.43/volumes/v1", VolOwn, "v1"},
+		{"POST", "/v1.43/volumes/prune", Refused, "prune"},
+		{"PUT", "/v1.43/volumes/v1", Refused, "v1"},
+		{"GET", "/v1.43/networksx", Refused, ""},
 	} {
 		ep, ref := Route(c.method, c.path)
 		if ep != c.ep || ref != c.ref {
 			t.Errorf("Route(%s %s) = %d %q, want %d %q", c.method, c.path, ep, ref, c.ep, c.ref)
 		}
+	}
+}
+
+func TestJudgeCreateOwnNetworkAndVolume(t *testing.T) {
+	body := `{"Image":"x","NetworkingConfig":{"EndpointsConfig":{"n1":{"Aliases":["web"],"IPAMConfig":{}}}},
+		"HostConfig":{"NetworkMode":"n1","Binds":["v1:/data","v1:/ro:ro"],"Mounts":[{"Type":"volume","Source":"v1","Target":"/m"}]}}`
+	if _, r := JudgeCreate([]byte(body), scope()); r != nil {
+		t.Fatalf("refused: %v", r)
+	}
+}
+
+func TestJudgeVolumeCreate(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"Name":"v","Driver":"rexray"}`, "--driver rexray"},
+		{`{"Name":"v","DriverOpts":{"type":"none","o":"bind","device":"/etc"}}`, "--opt"},
+		{`{"Name":"v","Labels":{"sluice.session":"other"}}`, "the label sluice.session"},
+		{`{"Name":"v","ClusterVolumeSpec":{"Group":"g"}}`, "cluster volumes"},
+		{`[`, "not JSON"},
+		{`{"Name":"v","driveropts":{"device":"/etc"},"DriverOpts":{}}`, "repeated key"},
+	} {
+		_, r := JudgeVolumeCreate([]byte(c.body), scope())
+		if r == nil || !strings.Contains(r.Error(), c.want) || !strings.HasPrefix(r.Error(), "sluice: refused volume create: ") {
+			t.Errorf("%s: %v, want a refusal saying %q", c.body, r, c.want)
+		}
+	}
+	out, r := JudgeVolumeCreate([]byte(`{"Name":"v1","Driver":"local","DriverOpts":{},"Labels":{"a":"b"}}`), scope())
+	if r != nil {
+		t.Fatalf("refused: %v", r)
+	}
+	var v struct{ Labels map[string]string }
+	if err := json.Unmarshal(out, &v); err != nil || v.Labels[SessionLabel] != "run-1-abc" || v.Labels["a"] != "b" {
+		t.Errorf("labels: %s (%v)", out, err)
+	}
+}
+
+func TestJudgeNetworkCreate(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"Name":"n","Driver":"macvlan"}`, "--driver macvlan"},
+		{`{"Name":"n","Driver":"host"}`, "--driver host"},
+		{`{"Name":"n","Options":{"com.docker.network.bridge.name":"eth0"}}`, "--opt com.docker.network.bridge.name"},
+		{`{"Name":"n","Options":{"com.docker.network.bridge.host_binding_ipv4":"0.0.0.0"}}`, "--opt com.docker.network.bridge.host_binding_ipv4"},
+		{`{"Name":"n","Options":{"com.docker.network.bridge.enable_ip_masquerade":"false"}}`, "--opt"},
+		{`{"Name":"n","IPAM":{"Driver":"default","Config":[{"Subnet":"10.0.0.0/8"}]}}`, "--subnet"},
+		{`{"Name":"n","IPAM":{"Config":[{"Gateway":"10.1.0.1"}]}}`, "--subnet, --gateway"},
+		{`{"Name":"n","IPAM":{"Driver":"other"}}`, "--ipam-driver other"},
+		{`{"Name":"n","Ingress":true}`, "--ingress"},
+		{`{"Name":"n","ConfigOnly":true}`, "--config-only"},
+		{`{"Name":"n","ConfigFrom":{"Network":"x"}}`, "--config-from"},
+		{`{"Name":"n","Scope":"swarm"}`, "--scope swarm"},
+		{`{"Name":"n","Labels":{"sluice.x":"1"}}`, "the label sluice.x"},
+		{`{"Driver":"bridge"}`, "no name"},
+		{`{"Name":"n","options":{"com.docker.network.bridge.name":"eth0"},"Options":{}}`, "repeated key"},
+	} {
+		_, r := JudgeNetworkCreate([]byte(c.body), scope())
+		if r == nil || !strings.Contains(r.Error(), c.want) || !strings.HasPrefix(r.Error(), "sluice: refused network create: ") {
+			t.Errorf("%s: %v, want a refusal saying %q", c.body, r, c.want)
+		}
+	}
+	out, r := JudgeNetworkCreate([]byte(`{"Name":"n1","Driver":"bridge","Internal":true,"Attachable":true,"IPAM":{"Driver":"default","Config":[],"Options":{}},"Options":{},"Labels":{"a":"b"}}`), scope())
+	if r != nil {
+		t.Fatalf("refused: %v", r)
+	}
+	var n struct {
+		Internal bool
+		Labels   map[string]string
+	}
+	if err := json.Unmarshal(out, &n); err != nil || !n.Internal || n.Labels[SessionLabel] != "run-1-abc" || n.Labels["a"] != "b" {
+		t.Errorf("body: %s (%v)", out, err)
 	}
 }
 

@@ -223,8 +223,9 @@ func (sv *Service) attachContainer(ss *Session, d *dockerSession, id string) err
 	return nil
 }
 
-// stopDocker closes ss's Docker socket, removes its containers and waits
-// (bounded) for their sessions to end.
+// stopDocker closes ss's Docker socket, removes its containers, then its
+// networks and volumes, and waits (bounded, all of it) for the
+// containers' sessions to end.
 func (d *dockerSession) stop() error {
 	_ = d.b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
