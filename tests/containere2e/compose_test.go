@@ -62,48 +62,15 @@ func TestDockerComposeInSession(t *testing.T) {
 	e.Image(t, "base", 5*time.Minute)
 	w := world.New(t)
 	deniedPort := w.ListenTCP(t, world.DeniedV4)
-	bin, instance := sluiceBinary(t)
-	t.Cleanup(func() {
-		c := exec.Command(bin, "cleanup", "--state-dir", "/run/"+instance)
-		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Errorf("sluice cleanup: %v\n%s", err, out)
-		}
-		for _, dir := range v1Parents(t, instance) {
-			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", dir, err)
-			}
-		}
-	})
+	bin, instance := embeddedSluice(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := e.Docker(ctx, "network", "create", "othernet"); err != nil {
 		t.Fatal(err)
 	}
-	if r := w.RunProbe(t, nil, "tcp", world.DeniedV4.String(), fmt.Sprint(deniedPort)); !r.OK {
-		t.Fatalf("the twin without sluice could not reach the denied host: %s", r)
-	}
-	if !w.WaitArrival(world.To(world.DeniedV4), 5*time.Second) {
-		t.Fatal("the world recorded nothing of the twin's connection")
-	}
-	mark := time.Now()
+	mark := twinReachesDenied(t, w, deniedPort)
 
-	ws := t.TempDir()
-	for _, d := range []string{filepath.Dir(ws), filepath.Dir(bin)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(ws, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	probe, err := os.ReadFile(world.BuildProbe(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws, "probe"), probe, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	ws := sessionWorkspace(t, bin)
 	if err := os.WriteFile(filepath.Join(ws, "docker-compose.yml"), fmt.Appendf(nil, composeFile, dockertest.BaseImage), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -73,19 +73,7 @@ func TestDockerInSession(t *testing.T) {
 	w := world.New(t)
 	allowedPort := w.ListenTCP(t, world.AllowedV4)
 	deniedPort := w.ListenTCP(t, world.DeniedV4)
-	bin, instance := sluiceBinary(t)
-	t.Cleanup(func() {
-		c := exec.Command(bin, "cleanup", "--state-dir", "/run/"+instance)
-		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Errorf("sluice cleanup: %v\n%s", err, out)
-		}
-		for _, dir := range v1Parents(t, instance) {
-			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", dir, err)
-			}
-		}
-	})
+	bin, instance := embeddedSluice(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -95,32 +83,9 @@ func TestDockerInSession(t *testing.T) {
 	}
 	// The unconfined twin: the denied host answers from the client's
 	// namespace without sluice.
-	if r := w.RunProbe(t, nil, "tcp", world.DeniedV4.String(), fmt.Sprint(deniedPort)); !r.OK {
-		t.Fatalf("the twin without sluice could not reach the denied host: %s", r)
-	}
-	if !w.WaitArrival(world.To(world.DeniedV4), 5*time.Second) {
-		t.Fatal("the world recorded nothing of the twin's connection")
-	}
-	mark := time.Now()
+	mark := twinReachesDenied(t, w, deniedPort)
 
-	ws := t.TempDir()
-	// The session's user runs sluice's shim (the binary) and works in ws:
-	// the test's directories are 0700.
-	for _, d := range []string{filepath.Dir(ws), filepath.Dir(bin)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(ws, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	probe, err := os.ReadFile(world.BuildProbe(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws, "probe"), probe, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	ws := sessionWorkspace(t, bin)
 	// A read-only path in the workspace: binding the workspace would open
 	// it in a container.
 	if err := os.Mkdir(filepath.Join(ws, "ro"), 0o755); err != nil {

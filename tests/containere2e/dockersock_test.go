@@ -97,30 +97,10 @@ func TestDockerPolicyAndSocketPath(t *testing.T) {
 
 	e := dockertest.Start(t)
 	e.Image(t, "base", 5*time.Minute)
-	bin, instance := sluiceBinary(t)
-	t.Cleanup(func() {
-		c := exec.Command(bin, "cleanup", "--state-dir", "/run/"+instance)
-		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Errorf("sluice cleanup: %v\n%s", err, out)
-		}
-		for _, dir := range v1Parents(t, instance) {
-			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", dir, err)
-			}
-		}
-	})
+	bin, instance := embeddedSluice(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	ws := t.TempDir()
-	for _, d := range []string{filepath.Dir(ws), filepath.Dir(bin)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(ws, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	ws := sessionWorkspace(t, bin)
 	policy := filepath.Join(t.TempDir(), "policy.json")
 	if err := os.WriteFile(policy, []byte(`{"allowed_hosts": [], "docker": true}`), 0o644); err != nil {
 		t.Fatal(err)
