@@ -672,8 +672,10 @@ func TestConfinedCallerSeesOnlyItsOwnSessions(t *testing.T) {
 	d := f.dir
 	s := fmt.Sprintf("%s --socket %s", sluiceBin, f.sock)
 	denied := fmt.Sprintf("%s tcp 203.0.113.20 %d > /dev/null", probe, f.denied)
-	// Every wait is bounded (10 s).
-	const waitfor = `waitfor() { i=0; while [ ! -e "$1" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; }` + "\n"
+	// Every wait is bounded: 10 s, and 60 s for the sessions that must
+	// outlive the agent's whole script (waitlong).
+	const waitfor = `waitfor() { i=0; while [ ! -e "$1" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; }` + "\n" +
+		`waitlong() { i=0; while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; }` + "\n"
 	write := func(name, script string) string {
 		f.writeFile(t, filepath.Join(d, name), []byte(waitfor+script))
 		return filepath.Join(d, name)
@@ -682,7 +684,7 @@ func TestConfinedCallerSeesOnlyItsOwnSessions(t *testing.T) {
 	// that makes one denial when told to.
 	sibScript := write("sib.sh", fmt.Sprintf(`echo $SLUICE_SESSION > %[1]s/sib.tmp; mv %[1]s/sib.tmp %[1]s/sib.name
 waitfor %[1]s/sib.deny; %[2]s; touch %[1]s/sib.denied
-waitfor %[1]s/stop`, d, denied))
+waitlong %[1]s/stop`, d, denied))
 	sibling := make(chan struct{})
 	go func() {
 		defer close(sibling)
@@ -699,23 +701,26 @@ waitfor %[1]s/stop`, d, denied))
 	// denials around the sibling's one; while the nested session runs,
 	// the agent lists again (its descendants are its own). Scripts run
 	// from files: `sluice sessions` prints argv, which must fit a line.
+	// The agent's event stream has no sign that it is connected: the
+	// nested session repeats its first denial until the agent has seen
+	// one (a fixed sleep lost it on a loaded machine).
 	nestedScript := write("nested.sh", fmt.Sprintf(`echo $SLUICE_SESSION > %[2]s/nested.name
 %[1]s sessions > %[2]s/nested.list
-%[3]s; touch %[2]s/nested.ready
+i=0; until [ -e %[2]s/seen1 ] || [ $i -ge 100 ]; do %[3]s; sleep 0.1; i=$((i+1)); done; touch %[2]s/nested.ready
 waitfor %[2]s/nested.go; %[3]s; touch %[2]s/nested.done
-waitfor %[2]s/agent.done`, s, d, denied))
+waitlong %[2]s/agent.done`, s, d, denied))
 	agentScript := write("agent.sh", fmt.Sprintf(`echo $SLUICE_SESSION > %[2]s/agent.name
 %[1]s sessions > %[2]s/agent.list
 %[1]s sessions show %[3]s 2> %[2]s/show.err; echo $? > %[2]s/show.code
 %[1]s sessions kill %[3]s 2> %[2]s/kill.err; echo $? > %[2]s/kill.code
 timeout -s INT 20 %[1]s events --follow --json > %[2]s/agent.events & EV=$!
-sleep 0.3
 %[1]s run -- sh %[4]s &
-waitfor %[2]s/nested.ready
-i=0; until grep -q egress_denied %[2]s/agent.events || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
+i=0; until grep -q egress_denied %[2]s/agent.events || [ $i -ge 400 ]; do sleep 0.05; i=$((i+1)); done
+touch %[2]s/seen1; waitfor %[2]s/nested.ready
 touch %[2]s/sib.deny; waitfor %[2]s/sib.denied
+sleep 0.3; n=$(grep -c egress_denied %[2]s/agent.events)
 touch %[2]s/nested.go; waitfor %[2]s/nested.done
-i=0; until [ "$(grep -c egress_denied %[2]s/agent.events)" -ge 2 ] || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
+i=0; until [ "$(grep -c egress_denied %[2]s/agent.events)" -gt "$n" ] || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
 %[1]s sessions > %[2]s/agent.list2
 touch %[2]s/agent.done
 kill -INT $EV; wait
@@ -755,8 +760,9 @@ kill -INT $EV; wait
 			t.Errorf("the agent could %s its user's other session: exit %s: %s", op, code, read(op+".err"))
 		}
 	}
-	// The events the agent saw: its nested session's two denials, and
-	// not the sibling's, made between them (the audit log has it).
+	// The events the agent saw: its nested session's denials (the first
+	// one or more, and one after the sibling's), and not the sibling's,
+	// made between them (the audit log has it).
 	var mine, theirs int
 	for _, line := range strings.Split(read("agent.events"), "\n") {
 		var e map[string]any
@@ -770,8 +776,8 @@ kill -INT $EV; wait
 			theirs++
 		}
 	}
-	if mine != 2 || theirs != 0 {
-		t.Errorf("the agent's event stream had %d denials of its nested session (want 2) and %d of its user's other session (want 0):\n%s", mine, theirs, read("agent.events"))
+	if mine < 2 || theirs != 0 {
+		t.Errorf("the agent's event stream had %d denials of its nested session (want 2 or more) and %d of its user's other session (want 0):\n%s", mine, theirs, read("agent.events"))
 	}
 	f.waitAudit(t, "egress_denied", func(e map[string]any) bool { return e["session"] == sib })
 	// The parent is on record.
