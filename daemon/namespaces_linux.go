@@ -30,7 +30,11 @@ func (s *Server) callerWorld(p peer) (joined bool, err error) {
 		return false, fail(http.StatusForbidden, "the caller's process is not visible to the daemon (another pid namespace?): a session is started only for callers that share the daemon's network and root file system")
 	}
 	proc := fmt.Sprintf("/proc/%d", pid)
-	mine, err := os.Readlink("/proc/self/ns/net")
+	// thread-self, not self: /proc/self/ns/net is the main thread's, and
+	// a name verifier's dialling thread, locked inside a container's
+	// namespace for the session's life, may be the main thread; this
+	// goroutine's thread is not locked, so it is in the daemon's own.
+	mine, err := os.Readlink("/proc/thread-self/ns/net")
 	if err != nil {
 		return false, fmt.Errorf("read the daemon's network namespace: %w", err)
 	}

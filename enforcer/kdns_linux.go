@@ -431,7 +431,7 @@ func (in *injectors) socket(k injKey, nsPath string) (int, error) {
 // it and has the socket, else the first process that has it.
 func (s *Session) clientNetns(client netip.AddrPort) (uint64, string, error) {
 	var self unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/net", &self); err != nil {
+	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
 		return 0, "", err
 	}
 	pids, err := s.cg.Procs()

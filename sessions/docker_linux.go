@@ -290,7 +290,7 @@ func netNSOfProcs(dir string) *os.File {
 	if err != nil {
 		return nil
 	}
-	self, _ := os.Readlink("/proc/self/ns/net")
+	self, _ := os.Readlink("/proc/thread-self/ns/net")
 	for _, f := range strings.Fields(string(b)) {
 		pid, err := strconv.Atoi(f)
 		if err != nil {
