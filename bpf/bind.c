@@ -19,7 +19,7 @@ static __always_inline int record_bind(struct bpf_sock *sk)
 
 	if (!strict || !*strict)
 		return 1;
-	__u64 cg = bpf_get_current_cgroup_id();
+	__u64 cg = session_cgroup();
 	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
 	if (!s || !(s->flags & SESSION_LOOPBACK_SESSION))
 		return 1;

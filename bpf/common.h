@@ -133,6 +133,84 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } loopback_strict SEC(".maps");
 
+/* Session aliases: a cgroup with no session of its own whose descendants
+ * belong to another cgroup's session, by its cgroup id. A `sluice run
+ * --docker` session's build parent is one: the engine makes a build's RUN
+ * containers (cgroups it names itself, as it starts them) below it, and
+ * they are the session's from their first instruction, with no attach to
+ * race. Only a cgroup with no session entry looks here (an entry of its
+ * own always wins), and only while aliases_on is set, so sessions without
+ * aliases pay one inlined array lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_SESSIONS);
+	__type(key, __u64);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} session_aliases SEC(".maps");
+
+/* One entry, non-zero once an alias has been written on this machine. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} aliases_on SEC(".maps");
+
+/* How deep below the cgroup root an alias is looked for: sluice's root, a
+ * build parent and the engine's container cgroup sit well above it. */
+#define ALIAS_DEPTH 16
+
+static __always_inline int aliases_unused(__u64 cg)
+{
+	__u32 zero = 0;
+	__u32 *on = bpf_map_lookup_elem(&aliases_on, &zero);
+
+	return !on || !*on || bpf_map_lookup_elem(&sessions, &cg);
+}
+
+/* session_cgroup is the session whose rules apply to current: its own
+ * cgroup's, or the deepest aliased ancestor's target; with neither, its
+ * own cgroup id (no session: refused all but loopback). */
+static __always_inline __u64 session_cgroup(void)
+{
+	__u64 cg = bpf_get_current_cgroup_id();
+
+	if (aliases_unused(cg))
+		return cg;
+	__u64 found = cg;
+	for (int lvl = 1; lvl <= ALIAS_DEPTH; lvl++) {
+		__u64 a = bpf_get_current_ancestor_cgroup_id(lvl);
+		if (!a)
+			break;
+		__u64 *t = bpf_map_lookup_elem(&session_aliases, &a);
+		if (t)
+			found = *t;
+	}
+	return found;
+}
+
+/* skb_session_cgroup is session_cgroup for the socket of a packet (egress
+ * may run in softirq, where current is nobody's). */
+static __always_inline __u64 skb_session_cgroup(struct __sk_buff *skb)
+{
+	__u64 cg = bpf_skb_cgroup_id(skb);
+
+	if (aliases_unused(cg))
+		return cg;
+	__u64 found = cg;
+	for (int lvl = 1; lvl <= ALIAS_DEPTH; lvl++) {
+		__u64 a = bpf_skb_ancestor_cgroup_id(skb, lvl);
+		if (!a)
+			break;
+		__u64 *t = bpf_map_lookup_elem(&session_aliases, &a);
+		if (t)
+			found = *t;
+	}
+	return found;
+}
+
 /* The port rule of an allowed prefix (see struct port_rule_key). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

@@ -14,7 +14,7 @@
  * loopback_ports (its sluice listeners were allowed before). */
 static __always_inline int loopback_session(struct bpf_sock_addr *ctx, struct verdict *v, __u8 hook, __u8 family, __u32 port)
 {
-	v->cgroup = bpf_get_current_cgroup_id();
+	v->cgroup = session_cgroup();
 	struct session *s = bpf_map_lookup_elem(&sessions, &v->cgroup);
 	if (!s || !(s->flags & SESSION_LOOPBACK_SESSION))
 		return 1;
@@ -51,7 +51,7 @@ static __always_inline int local_allowed(struct bpf_sock_addr *ctx, struct verdi
 
 	if (!owner || !*owner)
 		return loopback_open(ctx, v, hook, family, port);
-	v->cgroup = bpf_get_current_cgroup_id();
+	v->cgroup = session_cgroup();
 	if (*owner == v->cgroup)
 		return 1;
 	v->port = port;
@@ -71,7 +71,7 @@ static __always_inline int judge4(struct bpf_sock_addr *ctx, __u8 hook)
 		return 1;
 	if (is_local(v.ip))
 		return local_allowed(ctx, &v, hook, AF_INET);
-	v.cgroup = bpf_get_current_cgroup_id();
+	v.cgroup = session_cgroup();
 	v.port = bpf_ntohs((__u16)ctx->user_port);
 	v.hook = hook;
 	v.family = AF_INET;
@@ -91,7 +91,7 @@ static __always_inline int judge6(struct bpf_sock_addr *ctx, __u8 hook)
 		return 1;
 	if (is_local(v.ip))
 		return local_allowed(ctx, &v, hook, is_v4mapped(v.ip) ? AF_INET : AF_INET6);
-	v.cgroup = bpf_get_current_cgroup_id();
+	v.cgroup = session_cgroup();
 	v.port = bpf_ntohs((__u16)ctx->user_port);
 	v.hook = hook;
 	/* An IPv4-mapped destination reaches connect6 only: judge it by the

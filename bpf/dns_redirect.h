@@ -99,7 +99,7 @@ static __always_inline int kdns_restore(struct bpf_sock_addr *ctx, int v6)
 	struct dns_orig *o = bpf_sk_storage_get(&dns_origins, sk, 0, 0);
 	if (!o || o->pad != 1)
 		return 0;
-	__u64 cg = bpf_get_current_cgroup_id();
+	__u64 cg = session_cgroup();
 	struct kdns_session *ks = bpf_map_lookup_elem(&kdns_sessions, &cg);
 	if (!ks)
 		return 0;
@@ -131,7 +131,7 @@ static __always_inline int kdns_restore(struct bpf_sock_addr *ctx, int v6)
  * Returns 1 when it rewrote the address. */
 static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 ip[4], int v6)
 {
-	__u64 cg = bpf_get_current_cgroup_id();
+	__u64 cg = session_cgroup();
 	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
 	int mapped = is_v4mapped(ip);
 

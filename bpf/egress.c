@@ -65,7 +65,7 @@ static __always_inline int egress_slow(struct __sk_buff *skb)
 	}
 
 	/* The socket's cgroup, not current's: egress may run in softirq. */
-	v.cgroup = bpf_skb_cgroup_id(skb);
+	v.cgroup = skb_session_cgroup(skb);
 	v.hook = HOOK_EGRESS;
 	v.reason = REASON_SOURCE_ROUTE;
 	/* Audit mode does not apply: this packet is already on its way to an

@@ -893,7 +893,7 @@ int sluice_kdns_egress(struct __sk_buff *skb)
 {
 	if (!kdns_socket(skb))
 		return KDNS_PASS;
-	return kdns_egress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
+	return kdns_egress_judge(skb, skb_session_cgroup(skb), bpf_get_socket_cookie(skb));
 }
 
 
@@ -915,5 +915,5 @@ int sluice_kdns_ingress(struct __sk_buff *skb)
 	}
 	if (!kdns_socket(skb))
 		return 1;
-	return kdns_ingress_judge(skb, bpf_skb_cgroup_id(skb), bpf_get_socket_cookie(skb));
+	return kdns_ingress_judge(skb, skb_session_cgroup(skb), bpf_get_socket_cookie(skb));
 }

@@ -36,7 +36,7 @@ static __always_inline int restore_dns(struct bpf_sock_addr *ctx, int v6)
 		else
 			return 1;
 	}
-	__u64 cg = bpf_get_current_cgroup_id();
+	__u64 cg = session_cgroup();
 	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
 	if (!s)
 		return 1;

@@ -27,7 +27,7 @@ int sluice_sock_create(struct bpf_sock *sk)
 		return 1;
 
 	struct verdict v = {
-		.cgroup = bpf_get_current_cgroup_id(),
+		.cgroup = session_cgroup(),
 		.hook = HOOK_SOCK_CREATE,
 		.reason = REASON_SOCKET_TYPE,
 		.family = sk->family,
@@ -80,7 +80,7 @@ int sluice_setsockopt(struct bpf_sockopt *ctx)
 		return 1;
 
 	struct verdict v = {
-		.cgroup = bpf_get_current_cgroup_id(),
+		.cgroup = session_cgroup(),
 		.hook = HOOK_SETSOCKOPT,
 		.reason = REASON_SOURCE_ROUTE,
 		.arg0 = ctx->level,

@@ -16,6 +16,7 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	kdnsMapAliasesOn          = "aliases_on"
 	kdnsMapCidrPorts          = "cidr_ports"
 	kdnsMapCidrs              = "cidrs"
 	kdnsMapDnsOrigins         = "dns_origins"
@@ -35,6 +36,7 @@ const (
 	kdnsMapLoopbackStrict     = "loopback_strict"
 	kdnsMapPortRules          = "port_rules"
 	kdnsMapResolverBeats      = "resolver_beats"
+	kdnsMapSessionAliases     = "session_aliases"
 	kdnsMapSessionCounters    = "session_counters"
 	kdnsMapSessionEvents      = "session_events"
 	kdnsMapSessions           = "sessions"
@@ -108,6 +110,7 @@ type kdnsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdnsMapSpecs struct {
+	AliasesOn         *ebpf.MapSpec `ebpf:"aliases_on"`
 	CidrPorts         *ebpf.MapSpec `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
@@ -127,6 +130,7 @@ type kdnsMapSpecs struct {
 	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
 	PortRules         *ebpf.MapSpec `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.MapSpec `ebpf:"resolver_beats"`
+	SessionAliases    *ebpf.MapSpec `ebpf:"session_aliases"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
@@ -174,6 +178,7 @@ func (o *kdnsObjects) Close() error {
 //
 // It can be passed to loadKdnsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdnsMaps struct {
+	AliasesOn         *ebpf.Map `ebpf:"aliases_on"`
 	CidrPorts         *ebpf.Map `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.Map `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
@@ -193,6 +198,7 @@ type kdnsMaps struct {
 	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
 	PortRules         *ebpf.Map `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.Map `ebpf:"resolver_beats"`
+	SessionAliases    *ebpf.Map `ebpf:"session_aliases"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
@@ -201,6 +207,7 @@ type kdnsMaps struct {
 
 func (m *kdnsMaps) Close() error {
 	return _KdnsClose(
+		m.AliasesOn,
 		m.CidrPorts,
 		m.Cidrs,
 		m.DnsOrigins,
@@ -220,6 +227,7 @@ func (m *kdnsMaps) Close() error {
 		m.LoopbackStrict,
 		m.PortRules,
 		m.ResolverBeats,
+		m.SessionAliases,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,

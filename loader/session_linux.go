@@ -259,7 +259,8 @@ type Known struct {
 }
 
 // RemoveSession deletes everything the datapath holds for the session: its
-// policy, counters, ring buffer, CIDRs, listener ports and learned IPs.
+// policy, counters, ring buffer, CIDRs, listener ports, learned IPs and the
+// aliases to it.
 // Tasks still in the cgroup fall back to loopback only. k nil (a session
 // left by another process) scans the shared maps.
 func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
@@ -344,6 +345,7 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 		del(d.objs.Learned, &learned[i], "learned IP")
 	}
 	d.removePortRules(cgid, &errs)
+	d.removeAliasesTo(cgid, &errs)
 	return errors.Join(errs...)
 }
 

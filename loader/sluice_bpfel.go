@@ -315,6 +315,7 @@ type sluiceVerifySession struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sluiceMapAliasesOn           = "aliases_on"
 	sluiceMapCidrPorts           = "cidr_ports"
 	sluiceMapCidrs               = "cidrs"
 	sluiceMapDnsOrigins          = "dns_origins"
@@ -333,6 +334,7 @@ const (
 	sluiceMapLoopbackStrict      = "loopback_strict"
 	sluiceMapPortRules           = "port_rules"
 	sluiceMapResolverBeats       = "resolver_beats"
+	sluiceMapSessionAliases      = "session_aliases"
 	sluiceMapSessionCounters     = "session_counters"
 	sluiceMapSessionEvents       = "session_events"
 	sluiceMapSessions            = "sessions"
@@ -445,6 +447,7 @@ type sluiceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sluiceMapSpecs struct {
+	AliasesOn         *ebpf.MapSpec `ebpf:"aliases_on"`
 	CidrPorts         *ebpf.MapSpec `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
@@ -463,6 +466,7 @@ type sluiceMapSpecs struct {
 	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
 	PortRules         *ebpf.MapSpec `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.MapSpec `ebpf:"resolver_beats"`
+	SessionAliases    *ebpf.MapSpec `ebpf:"session_aliases"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
@@ -519,6 +523,7 @@ func (o *sluiceObjects) Close() error {
 //
 // It can be passed to loadSluiceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sluiceMaps struct {
+	AliasesOn         *ebpf.Map `ebpf:"aliases_on"`
 	CidrPorts         *ebpf.Map `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.Map `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
@@ -537,6 +542,7 @@ type sluiceMaps struct {
 	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
 	PortRules         *ebpf.Map `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.Map `ebpf:"resolver_beats"`
+	SessionAliases    *ebpf.Map `ebpf:"session_aliases"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
@@ -553,6 +559,7 @@ type sluiceMaps struct {
 
 func (m *sluiceMaps) Close() error {
 	return _SluiceClose(
+		m.AliasesOn,
 		m.CidrPorts,
 		m.Cidrs,
 		m.DnsOrigins,
@@ -571,6 +578,7 @@ func (m *sluiceMaps) Close() error {
 		m.LoopbackStrict,
 		m.PortRules,
 		m.ResolverBeats,
+		m.SessionAliases,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,

@@ -151,6 +151,7 @@ type kdnstestUnixKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	kdnstestMapAliasesOn          = "aliases_on"
 	kdnstestMapCidrPorts          = "cidr_ports"
 	kdnstestMapCidrs              = "cidrs"
 	kdnstestMapDnsOrigins         = "dns_origins"
@@ -170,6 +171,7 @@ const (
 	kdnstestMapLoopbackStrict     = "loopback_strict"
 	kdnstestMapPortRules          = "port_rules"
 	kdnstestMapResolverBeats      = "resolver_beats"
+	kdnstestMapSessionAliases     = "session_aliases"
 	kdnstestMapSessionCounters    = "session_counters"
 	kdnstestMapSessionEvents      = "session_events"
 	kdnstestMapSessions           = "sessions"
@@ -247,6 +249,7 @@ type kdnstestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdnstestMapSpecs struct {
+	AliasesOn         *ebpf.MapSpec `ebpf:"aliases_on"`
 	CidrPorts         *ebpf.MapSpec `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.MapSpec `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.MapSpec `ebpf:"dns_origins"`
@@ -266,6 +269,7 @@ type kdnstestMapSpecs struct {
 	LoopbackStrict    *ebpf.MapSpec `ebpf:"loopback_strict"`
 	PortRules         *ebpf.MapSpec `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.MapSpec `ebpf:"resolver_beats"`
+	SessionAliases    *ebpf.MapSpec `ebpf:"session_aliases"`
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
@@ -313,6 +317,7 @@ func (o *kdnstestObjects) Close() error {
 //
 // It can be passed to loadKdnstestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdnstestMaps struct {
+	AliasesOn         *ebpf.Map `ebpf:"aliases_on"`
 	CidrPorts         *ebpf.Map `ebpf:"cidr_ports"`
 	Cidrs             *ebpf.Map `ebpf:"cidrs"`
 	DnsOrigins        *ebpf.Map `ebpf:"dns_origins"`
@@ -332,6 +337,7 @@ type kdnstestMaps struct {
 	LoopbackStrict    *ebpf.Map `ebpf:"loopback_strict"`
 	PortRules         *ebpf.Map `ebpf:"port_rules"`
 	ResolverBeats     *ebpf.Map `ebpf:"resolver_beats"`
+	SessionAliases    *ebpf.Map `ebpf:"session_aliases"`
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
@@ -340,6 +346,7 @@ type kdnstestMaps struct {
 
 func (m *kdnstestMaps) Close() error {
 	return _KdnstestClose(
+		m.AliasesOn,
 		m.CidrPorts,
 		m.Cidrs,
 		m.DnsOrigins,
@@ -359,6 +366,7 @@ func (m *kdnstestMaps) Close() error {
 		m.LoopbackStrict,
 		m.PortRules,
 		m.ResolverBeats,
+		m.SessionAliases,
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,
