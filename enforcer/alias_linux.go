@@ -70,15 +70,30 @@ func (a *Alias) Close(timeout time.Duration) error {
 	if err := a.cg.Kill(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
+	deadline := time.Now().Add(timeout)
+	if err := removeTree(a.cg.Path(), deadline); err != nil {
+		errs = append(errs, fmt.Errorf("remove alias cgroup: %w", err))
+	}
+	// On a hybrid host the engine made the same parent in every v1
+	// hierarchy: empty once its containers are gone, and nobody else's
+	// to remove (best effort: a v1 leftover confines nothing).
+	for _, m := range cgroups.V1Hierarchies() {
+		_ = removeTree(filepath.Join(m, a.e.root.Name(), a.cg.Name()), time.Now().Add(time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// removeTree removes the empty cgroup directories of the tree at top,
+// deepest first, retrying EBUSY (a cgroup just emptied) until deadline.
+func removeTree(top string, deadline time.Time) error {
 	var dirs []string
-	_ = filepath.WalkDir(a.cg.Path(), func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			dirs = append(dirs, p)
 		}
 		return nil
 	})
 	slices.SortFunc(dirs, func(x, y string) int { return strings.Count(y, "/") - strings.Count(x, "/") })
-	deadline := time.Now().Add(timeout)
 	for _, d := range dirs {
 		for {
 			err := unix.Rmdir(d)
@@ -86,11 +101,10 @@ func (a *Alias) Close(timeout time.Duration) error {
 				break
 			}
 			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("remove alias cgroup %s: %w", d, err))
-				break
+				return fmt.Errorf("%s: %w", d, err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
