@@ -38,6 +38,19 @@ type Config struct {
 	// container is removed (it must not run outside the session's
 	// policy) and the client is told why.
 	OnStart func(id string) error
+	// OnBuild runs before a build goes to the engine: it makes the
+	// cgroup parent the build's step containers get, whose cgroups the
+	// datapath judges as the session's from their first instruction (for
+	// --network container:<id>, as that container's session, whose
+	// resolver and proxy listen in the namespace the steps share; id is
+	// the full id, "" for any other network). done runs once the build
+	// has ended. nil: builds are refused.
+	OnBuild func(container string) (parent string, done func(), err error)
+	// SpoolDir is where a build's context is kept while it is judged
+	// ("": the system's temporary directory); MaxContext bounds it
+	// (0: DefaultMaxContext).
+	SpoolDir   string
+	MaxContext int64
 }
 
 // Broker serves one session's Docker API socket.

@@ -17,8 +17,11 @@ import (
 // SessionLabel is the label sluice puts on every container a session
 // creates through its broker; its value is the session's name. Labels
 // starting with LabelPrefix are sluice's: a client may not set them.
+// RootLabel names the sluice root (instance) whose session made it, so
+// that a later session of that root can remove what a killed one left.
 const (
 	SessionLabel = "sluice.session"
+	RootLabel    = "sluice.root"
 	LabelPrefix  = "sluice."
 )
 
@@ -42,6 +45,9 @@ func refuse(what, format string, args ...any) *Refusal {
 type Scope struct {
 	// Session is the session's name, the value of SessionLabel.
 	Session string
+	// Root is the name of the sluice root the session is in, the value
+	// of RootLabel ("": no such label).
+	Root string
 	// Workspace is the directory whose tree the session's containers may
 	// bind ("" or "/": no host path at all).
 	Workspace string
@@ -328,7 +334,7 @@ func (s Scope) rewrite(body []byte) ([]byte, *Refusal) {
 	if labels == nil {
 		labels = map[string]any{}
 	}
-	labels[SessionLabel] = s.Session
+	s.label(labels)
 	m[lk] = labels
 	hk := keyFor(m, "HostConfig")
 	hc, _ := m[hk].(map[string]any)
@@ -342,6 +348,14 @@ func (s Scope) rewrite(body []byte) ([]byte, *Refusal) {
 		return nil, refuse("container create", "%v", err)
 	}
 	return out, nil
+}
+
+// label sets the session's labels in labels.
+func (s Scope) label(labels map[string]any) {
+	labels[SessionLabel] = s.Session
+	if s.Root != "" {
+		labels[RootLabel] = s.Root
+	}
 }
 
 // decodeObject decodes a JSON object keeping its numbers as written.

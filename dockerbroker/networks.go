@@ -133,7 +133,7 @@ func JudgeNetworkCreate(body []byte, s Scope) ([]byte, *Refusal) {
 	if r := noSluiceLabels(what, n.Labels); r != nil {
 		return nil, r
 	}
-	return labelled(what, body, s.Session)
+	return labelled(what, body, s)
 }
 
 // endpointBody is the part of a network endpoint's settings the judge

@@ -46,7 +46,7 @@ func JudgeVolumeCreate(body []byte, s Scope) ([]byte, *Refusal) {
 	if r := noSluiceLabels(what, v.Labels); r != nil {
 		return nil, r
 	}
-	return labelled(what, body, s.Session)
+	return labelled(what, body, s)
 }
 
 // noSluiceLabels refuses labels starting with LabelPrefix.
@@ -59,9 +59,9 @@ func noSluiceLabels(what string, labels map[string]string) *Refusal {
 	return nil
 }
 
-// labelled is body with the session's label set, every other field as
+// labelled is body with the session's labels set, every other field as
 // the client sent it.
-func labelled(what string, body []byte, session string) ([]byte, *Refusal) {
+func labelled(what string, body []byte, s Scope) ([]byte, *Refusal) {
 	m, err := decodeObject(body)
 	if err != nil {
 		return nil, refuse(what, "its body is not a JSON object")
@@ -71,7 +71,7 @@ func labelled(what string, body []byte, session string) ([]byte, *Refusal) {
 	if labels == nil {
 		labels = map[string]any{}
 	}
-	labels[SessionLabel] = session
+	s.label(labels)
 	m[lk] = labels
 	out, err := json.Marshal(m)
 	if err != nil {

@@ -703,6 +703,12 @@ func (e *Enforcer) Reclaim() []error {
 	return errs
 }
 
+// SessionOwned reports whether a live process owns the session called
+// name: holds its lock, which goes with the process however it ends.
+func (e *Enforcer) SessionOwned(name string) bool {
+	return held(filepath.Join(e.cfg.sessionDir(), name+".lock"))
+}
+
 // held reports whether a live process holds the lock at path.
 func held(path string) bool {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)

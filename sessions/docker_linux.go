@@ -132,7 +132,7 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 	}
 	d := &dockerSession{path: path, children: map[string]*Session{}, guardedSet: make(chan struct{})}
 	d.b = dockerbroker.New(dockerbroker.Config{
-		Scope: dockerbroker.Scope{Session: ss.Name(), Workspace: ws, CgroupParent: containerParent(sv.e.Root()),
+		Scope: dockerbroker.Scope{Session: ss.Name(), Root: sv.e.Root().Name(), Workspace: ws, CgroupParent: containerParent(sv.e.Root()),
 			Resolve: filepath.EvalSymlinks, Sockets: []string{engine, path}, Guarded: d.guardedPaths},
 		Engine:        engine,
 		AllowRegistry: func(host string) bool { return registryAllowed(ss.es.Policy(), host) },
@@ -140,10 +140,57 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 			ss.Deliver(audit.Event{Type: audit.DockerRefused, Session: ss.Name(), Reason: r.Why, Message: "docker: " + r.Line()})
 		},
 		OnStart: func(id string) error { return sv.attachContainer(ss, d, id) },
+		OnBuild: func(container string) (string, func(), error) { return sv.buildParent(ss, d, container) },
 	})
 	go func() { _ = d.b.Serve(l) }()
 	ss.docker = d
+	go sv.removeLeftovers(ss, d.b)
 	return nil
+}
+
+// removeLeftovers removes what earlier sessions of this root left on the
+// engine when they were killed (kill -9 of sluice run: nothing could end
+// them), reporting each on the session's terminal.
+func (sv *Service) removeLeftovers(ss *Session, b *dockerbroker.Broker) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gone, err := b.RemoveLeftovers(ctx, sv.e.SessionOwned)
+	if ss.h.Note == nil {
+		return
+	}
+	for _, l := range gone {
+		ss.h.Note(fmt.Sprintf("docker: removed %s %.12s, left by session %s, which was killed", l.Kind, l.ID, l.Session))
+	}
+	if err != nil {
+		ss.h.Note("docker: removing what killed sessions left: " + err.Error())
+	}
+}
+
+// buildParent is the cgroup parent of one build of ss: an alias cgroup
+// under sluice's root whose step containers are ss's (or, for steps that
+// share the network namespace of ss's container, that container's
+// session's), removed with everything still below it once the build ends.
+func (sv *Service) buildParent(ss *Session, d *dockerSession, container string) (string, func(), error) {
+	target := ss.es
+	if container != "" {
+		d.mu.Lock()
+		c := d.children[container]
+		d.mu.Unlock()
+		if c == nil || c.es == nil {
+			return "", nil, fmt.Errorf("container %.12s has no session (it is not running): its network cannot be a build's", container)
+		}
+		target = c.es
+	}
+	a, err := sv.e.NewAlias(target)
+	if err != nil {
+		return "", nil, err
+	}
+	done := func() {
+		if err := a.Close(10 * time.Second); err != nil && ss.h.Note != nil {
+			ss.h.Note("docker: after a build: " + err.Error())
+		}
+	}
+	return "/" + sv.e.Root().Name() + "/" + a.Name(), done, nil
 }
 
 // registryAllowed judges a registry host (host or host:port) by the
