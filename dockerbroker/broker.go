@@ -26,9 +26,10 @@ type Config struct {
 	Scope Scope
 	// Engine is the path of the real engine's socket.
 	Engine string
-	// AllowRegistry reports whether the session's policy allows the
-	// registry host of a pull or push.
-	AllowRegistry func(host string) bool
+	// AllowRegistry judges the registry host of a pull or push (host or
+	// host:port) by the session's policy: nil when it allows it, else
+	// why not (the refusal's reason). nil: every registry is refused.
+	AllowRegistry func(host string) error
 	// OnRefuse is told of every refusal (the session's line and audit
 	// event).
 	OnRefuse func(*Refusal)
@@ -324,8 +325,12 @@ func (b *Broker) registry(w http.ResponseWriter, r *http.Request, verb, image st
 		return
 	}
 	host := RegistryHost(image)
-	if b.cfg.AllowRegistry == nil || !b.cfg.AllowRegistry(host) {
+	if b.cfg.AllowRegistry == nil {
 		b.refuse(w, http.StatusForbidden, refuse(verb+" of "+image, "the registry %s is not in the session's allowlist", host))
+		return
+	}
+	if err := b.cfg.AllowRegistry(host); err != nil {
+		b.refuse(w, http.StatusForbidden, refuse(verb+" of "+image, "%v", err))
 		return
 	}
 	b.forward(w, r, nil, nil)

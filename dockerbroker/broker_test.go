@@ -117,8 +117,13 @@ func start(t *testing.T) (*http.Client, string, *Broker, *fakeEngine) {
 	t.Cleanup(func() { es.Close() })
 	var onStart []string
 	b := New(Config{Scope: Scope{Session: "run-1", Workspace: dir, CgroupParent: "/sluice"}, Engine: enginePath,
-		AllowRegistry: func(h string) bool { return h == "registry.allowed.test" },
-		OnStart:       func(id string) error { onStart = append(onStart, id); return nil }})
+		AllowRegistry: func(h string) error {
+			if h != "registry.allowed.test" {
+				return fmt.Errorf("the registry %s is not in the session's allowlist", h)
+			}
+			return nil
+		},
+		OnStart: func(id string) error { onStart = append(onStart, id); return nil }})
 	bl, err := net.Listen("unix", brokerPath)
 	if err != nil {
 		t.Fatal(err)

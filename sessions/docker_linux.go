@@ -135,7 +135,7 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 		Scope: dockerbroker.Scope{Session: ss.Name(), Root: sv.e.Root().Name(), Workspace: ws, CgroupParent: containerParent(sv.e.Root()),
 			Resolve: filepath.EvalSymlinks, Sockets: []string{engine, path}, Guarded: d.guardedPaths},
 		Engine:        engine,
-		AllowRegistry: func(host string) bool { return registryAllowed(ss.es.Policy(), host) },
+		AllowRegistry: func(host string) error { return judgeRegistry(ss.es.Policy(), host) },
 		OnRefuse: func(r *dockerbroker.Refusal) {
 			ss.Deliver(audit.Event{Type: audit.DockerRefused, Session: ss.Name(), Reason: r.Why, Message: "docker: " + r.Line()})
 		},
@@ -193,21 +193,68 @@ func (sv *Service) buildParent(ss *Session, d *dockerSession, container string) 
 	return "/" + sv.e.Root().Name() + "/" + a.Name(), done, nil
 }
 
-// registryAllowed judges a registry host (host or host:port) by the
-// session's policy, as a connection to it would be.
-func registryAllowed(p *allowlist.Policy, host string) bool {
-	if p == nil {
-		return false
+// judgeRegistry judges the registry host of a pull or push (host,
+// host:port or [v6]:port, as dockerbroker.RegistryHost gives it) by the
+// session's policy, as the engine's connection to it would be judged:
+// the address or name must be allowed, and so must the TCP port the
+// engine dials (the one named, else 443) under the entry's port rules.
+// nil: allowed; the error is the refusal's reason.
+//
+// Unlike the datapath, loopback is not allowed without an entry: the
+// engine dials it, not the session, and follows whatever redirects the
+// registry answers unjudged, and a loopback registry may be the
+// session's own listener. A registry named without a port on loopback
+// is also dialled on port 80: the engine falls back to plain HTTP for
+// 127.0.0.0/8, its default insecure registries.
+func judgeRegistry(p *allowlist.Policy, host string) error {
+	h, ports, err := registryPorts(host)
+	if err != nil {
+		return fmt.Errorf("the registry %s: %w", host, err)
 	}
-	h := host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
+	notListed := fmt.Errorf("the registry %s is not in the session's allowlist", host)
+	var rule allowlist.PortRule
 	if a, err := netip.ParseAddr(h); err == nil {
-		return p.AllowsAddr(a)
+		r, ok := p.AddrPorts(a)
+		if !ok {
+			return notListed
+		}
+		rule = r
+		if ports == nil && allowlist.IsLoopback(a) {
+			ports = []uint16{443, 80}
+		}
+	} else {
+		if _, ok := p.MatchName(h); !ok {
+			return notListed
+		}
+		rule, _ = p.NamePorts(h)
+		if ports == nil && allowlist.IsLoopbackName(h) {
+			ports = []uint16{443, 80}
+		}
 	}
-	_, ok := p.MatchName(h)
-	return ok
+	if ports == nil {
+		ports = []uint16{443}
+	}
+	for _, port := range ports {
+		if !rule.Ports.Allows(allowlist.ProtoTCP, port) {
+			return fmt.Errorf("the registry %s: %s", host, rule.Explain(allowlist.ProtoTCP, port))
+		}
+	}
+	return nil
+}
+
+// registryPorts splits a registry host into its host (brackets of an
+// IPv6 address removed) and the port it names, nil when it names none.
+func registryPorts(host string) (string, []uint16, error) {
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		// No port: the whole is the host.
+		return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), nil, nil
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return "", nil, fmt.Errorf("%q is not a port", port)
+	}
+	return h, []uint16{uint16(n)}, nil
 }
 
 // attachContainer makes the started container id a session with ss's

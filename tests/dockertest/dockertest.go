@@ -3,7 +3,8 @@
 //go:build linux
 
 // Package dockertest gives a test its own Docker engine and the local
-// images it needs, with no registry and no effect on the host's network.
+// images it needs, with no effect on the host's network, and registries
+// of its own on loopback to pull from and push to (registry.go).
 //
 // Each Start launches a private dockerd (data root, exec root, socket and
 // pid file in a directory of its own, so that test runs never collide)
