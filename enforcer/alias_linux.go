@@ -26,51 +26,96 @@ import (
 // race: the engine names and starts the cgroups, sluice never sees them.
 type Alias struct {
 	e      *Enforcer
-	cg     *cgroups.Session
+	cg     *cgroups.Session  // under a root sluice manages
+	sub    *cgroups.SubSlice // under a systemd root
+	id     uint64
 	target uint64
 }
 
-// NewAlias creates an alias cgroup for the session target. Its name starts
-// with the session's, so a leftover is recognisable.
+// NewAlias creates an alias cgroup for the session target: a directory
+// under a root sluice manages, a slice unit below the root's slice on a
+// systemd root (where the engine's systemd cgroup driver asks systemd for
+// its scopes in a slice). Its name starts with the session's, so a
+// leftover is recognisable.
 func (e *Enforcer) NewAlias(target *Session) (*Alias, error) {
-	if e.root.Slice() != "" {
-		// A systemd-managed root's children are units: a plain directory
-		// made there would be one systemd does not know.
-		return nil, fmt.Errorf("alias cgroups need a root sluice manages itself, and %s is systemd's slice %s", e.root.Path(), e.root.Slice())
-	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	name := strings.TrimSuffix(target.Name(), ".scope") + ".alias-" + hex.EncodeToString(rnd[:])
-	cg, err := e.root.NewSession(name)
-	if err != nil {
-		return nil, fmt.Errorf("create alias cgroup: %w", err)
+	base := strings.TrimSuffix(target.Name(), ".scope")
+	a := &Alias{e: e, target: target.ID()}
+	if e.root.Slice() != "" {
+		// The scope's name is <root prefix>-<session>.scope: the slice is
+		// <root prefix>-<session>_alias_<hex>.slice beside it.
+		base = strings.TrimPrefix(base, strings.TrimSuffix(e.root.Slice(), ".slice")+"-")
+		sub, err := e.root.NewSubSlice(base + ".alias-" + hex.EncodeToString(rnd[:]))
+		if err != nil {
+			return nil, fmt.Errorf("create alias slice: %w", err)
+		}
+		a.sub, a.id = sub, sub.ID()
+	} else {
+		cg, err := e.root.NewSession(base + ".alias-" + hex.EncodeToString(rnd[:]))
+		if err != nil {
+			return nil, fmt.Errorf("create alias cgroup: %w", err)
+		}
+		a.cg, a.id = cg, cg.ID()
 	}
-	a := &Alias{e: e, cg: cg, target: target.ID()}
-	if err := e.dp.AddAlias(cg.ID(), a.target); err != nil {
-		_ = cg.Remove(time.Second)
+	if err := e.dp.AddAlias(a.id, a.target); err != nil {
+		_ = a.remove(time.Now().Add(time.Second))
 		return nil, err
 	}
 	return a, nil
 }
 
-// Name is the alias cgroup's directory name under the root.
-func (a *Alias) Name() string { return a.cg.Name() }
+// Name is the alias cgroup's directory name under the root (on a systemd
+// root, its slice unit's name).
+func (a *Alias) Name() string {
+	if a.sub != nil {
+		return a.sub.Unit()
+	}
+	return a.cg.Name()
+}
 
 // Path is the alias cgroup's absolute path.
-func (a *Alias) Path() string { return a.cg.Path() }
+func (a *Alias) Path() string {
+	if a.sub != nil {
+		return a.sub.Path()
+	}
+	return a.cg.Path()
+}
+
+// Parent is what a container engine is given as the cgroup parent of
+// what it makes below the alias: the slice's name for systemd's driver,
+// the cgroup's path below the mount for the cgroupfs driver.
+func (a *Alias) Parent() string {
+	if a.sub != nil {
+		return a.sub.Unit()
+	}
+	return "/" + a.e.root.Name() + "/" + a.cg.Name()
+}
 
 // Close removes the alias from the datapath (what is still running below
 // it has loopback only from then on), kills every process below it, and
 // removes its cgroup tree, deepest first, within timeout.
 func (a *Alias) Close(timeout time.Duration) error {
 	var errs []error
-	if err := a.e.dp.RemoveAlias(a.cg.ID()); err != nil {
+	if err := a.e.dp.RemoveAlias(a.id); err != nil {
 		errs = append(errs, err)
 	}
+	if err := a.remove(time.Now().Add(timeout)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// remove kills what runs below the alias and removes its cgroups.
+func (a *Alias) remove(deadline time.Time) error {
+	if a.sub != nil {
+		// systemd stops the units in the slice, killing their processes.
+		return a.sub.Stop()
+	}
+	var errs []error
 	if err := a.cg.Kill(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	deadline := time.Now().Add(timeout)
 	if err := removeTree(a.cg.Path(), deadline); err != nil {
 		errs = append(errs, fmt.Errorf("remove alias cgroup: %w", err))
 	}

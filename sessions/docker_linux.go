@@ -190,7 +190,7 @@ func (sv *Service) buildParent(ss *Session, d *dockerSession, container string) 
 			ss.h.Note("docker: after a build: " + err.Error())
 		}
 	}
-	return "/" + sv.e.Root().Name() + "/" + a.Name(), done, nil
+	return a.Parent(), done, nil
 }
 
 // judgeRegistry judges the registry host of a pull or push (host,
