@@ -30,6 +30,9 @@ type Config struct {
 	// host:port) by the session's policy: nil when it allows it, else
 	// why not (the refusal's reason). nil: every registry is refused.
 	AllowRegistry func(host string) error
+	// AllowFetch judges host:port of a URL the engine fetches for a
+	// build (ADD), as AllowRegistry a registry. nil: every one refused.
+	AllowFetch func(hostport string) error
 	// OnRefuse is told of every refusal (the session's line and audit
 	// event).
 	OnRefuse func(*Refusal)
@@ -69,6 +72,10 @@ type Broker struct {
 	volumes  map[string]bool
 	conns    map[net.Conn]struct{}
 	closed   bool
+
+	// images is held by builds (read) and pulls (write): no pull of the
+	// session's changes an image between a build's judging and its end.
+	images sync.RWMutex
 }
 
 // New is a broker for cfg; Serve starts it.
@@ -312,7 +319,7 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		b.forward(w, r, nil, nil)
 	case Build:
-		b.refuse(w, http.StatusForbidden, refuse("build", "builds are not judged yet (their RUN steps would run in containers outside the session)"))
+		b.build(w, r)
 	default:
 		b.refuse(w, http.StatusForbidden, refuse(what, "not an endpoint sluice judges (containers, networks and volumes of the session, pulls, pushes, /_ping, /version, /info)"))
 	}
@@ -332,6 +339,11 @@ func (b *Broker) registry(w http.ResponseWriter, r *http.Request, verb, image st
 	if err := b.cfg.AllowRegistry(host); err != nil {
 		b.refuse(w, http.StatusForbidden, refuse(verb+" of "+image, "%v", err))
 		return
+	}
+	if verb == "pull" {
+		// Waits for the session's builds: see Broker.images.
+		b.images.Lock()
+		defer b.images.Unlock()
 	}
 	b.forward(w, r, nil, nil)
 }

@@ -168,7 +168,7 @@ func TestBrokerCreateStartAndRefusals(t *testing.T) {
 		{"POST", "/v1.47/containers/other/start", "", "other is not a container of this session"},
 		{"POST", "/v1.47/images/create?fromImage=registry.denied.test/x&tag=1", "", "the registry registry.denied.test is not in the session's allowlist"},
 		{"POST", "/v1.47/swarm/init", "{}", "not an endpoint sluice judges"},
-		{"POST", "/v1.47/build", "", "builds are not judged yet"},
+		{"POST", "/v1.47/build", "", "builds are not judged in this session"},
 	} {
 		r, _ := http.NewRequest(req.method, "http://docker"+req.path, strings.NewReader(req.body))
 		resp, err := c.Do(r)

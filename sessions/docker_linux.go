@@ -136,6 +136,7 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 			Resolve: filepath.EvalSymlinks, Sockets: []string{engine, path}, Guarded: d.guardedPaths},
 		Engine:        engine,
 		AllowRegistry: func(host string) error { return judgeRegistry(ss.es.Policy(), host) },
+		AllowFetch:    func(hostport string) error { return judgeFetch(ss.es.Policy(), hostport) },
 		OnRefuse: func(r *dockerbroker.Refusal) {
 			ss.Deliver(audit.Event{Type: audit.DockerRefused, Session: ss.Name(), Reason: r.Why, Message: "docker: " + r.Line()})
 		},
@@ -207,11 +208,22 @@ func (sv *Service) buildParent(ss *Session, d *dockerSession, container string) 
 // is also dialled on port 80: the engine falls back to plain HTTP for
 // 127.0.0.0/8, its default insecure registries.
 func judgeRegistry(p *allowlist.Policy, host string) error {
+	return judgeEngineDial(p, "the registry ", host)
+}
+
+// judgeFetch judges host:port, a URL the engine fetches for a build (an
+// ADD source), as judgeRegistry does a registry.
+func judgeFetch(p *allowlist.Policy, hostport string) error {
+	return judgeEngineDial(p, "", hostport)
+}
+
+// judgeEngineDial is judgeRegistry; what names the host in its messages.
+func judgeEngineDial(p *allowlist.Policy, what, host string) error {
 	h, ports, err := registryPorts(host)
 	if err != nil {
-		return fmt.Errorf("the registry %s: %w", host, err)
+		return fmt.Errorf("%s%s: %w", what, host, err)
 	}
-	notListed := fmt.Errorf("the registry %s is not in the session's allowlist", host)
+	notListed := fmt.Errorf("%s%s is not in the session's allowlist", what, host)
 	var rule allowlist.PortRule
 	if a, err := netip.ParseAddr(h); err == nil {
 		r, ok := p.AddrPorts(a)
@@ -236,7 +248,7 @@ func judgeRegistry(p *allowlist.Policy, host string) error {
 	}
 	for _, port := range ports {
 		if !rule.Ports.Allows(allowlist.ProtoTCP, port) {
-			return fmt.Errorf("the registry %s: %s", host, rule.Explain(allowlist.ProtoTCP, port))
+			return fmt.Errorf("%s%s: %s", what, host, rule.Explain(allowlist.ProtoTCP, port))
 		}
 	}
 	return nil

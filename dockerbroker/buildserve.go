@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package dockerbroker
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// A build (POST /build, the legacy builder) is judged whole before the
+// engine sees a byte of it: its query (network, cgroup parent, remote
+// context), then its Dockerfile, read from the context the client
+// uploads, which the broker keeps in a file of its own and forwards
+// unchanged, so the engine builds exactly what was judged. What the
+// engine does itself during a build is judged as the session's: the
+// images FROM and COPY --from name (pulled first, through the broker's
+// own pull, by registry; their ONBUILD triggers judged), and the URLs
+// ADD fetches (by host). The RUN steps run in containers the engine
+// makes below a cgroup parent of the session's (Config.OnBuild): they
+// are the session's from their first instruction.
+
+// DefaultMaxContext bounds a build context the broker keeps while it
+// judges the build.
+const DefaultMaxContext = 8 << 30
+
+// build judges and forwards a build.
+func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
+	const what = "build"
+	if b.cfg.OnBuild == nil {
+		b.refuse(w, http.StatusForbidden, refuse(what, "builds are not judged in this session"))
+		return
+	}
+	if rf := JudgeBuildHeader(r.Header); rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	q := r.URL.Query()
+	// What the query asks is judged before the context is read (with a
+	// stand-in parent: the real one is made only for a build that runs).
+	if _, rf := JudgeBuildQuery(q, b.cfg.Scope, "-"); rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	container := ""
+	if ref, ok := strings.CutPrefix(q.Get("networkmode"), "container:"); ok {
+		id, own := b.resolveOwn(r.Context(), ref)
+		if !own {
+			b.refuse(w, http.StatusForbidden, refuse(what, "--network container:%s: %s is not a container of this session", ref, ref))
+			return
+		}
+		container = id
+	}
+
+	f, size, err := b.spool(r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "sluice: the build context: "+err.Error())
+		return
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	text, err := ReadBuildContext(f, q.Get("dockerfile"))
+	if err != nil {
+		b.refuse(w, http.StatusForbidden, refuse(what, "the Dockerfile: %v", err))
+		return
+	}
+	plan, rf := JudgeDockerfile(text)
+	if rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	// No pull of the session's may swap an image between its triggers'
+	// judging and the build that runs them.
+	b.images.RLock()
+	defer b.images.RUnlock()
+	pull, _ := strconv.ParseBool(q.Get("pull"))
+	if rf := b.judgePlan(r.Context(), plan, pull, r.Header.Get("X-Registry-Auth")); rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+
+	parent, done, err := b.cfg.OnBuild(container)
+	if err != nil {
+		b.refuse(w, http.StatusForbidden, refuse(what, "its steps could not be placed in the session: %v", err))
+		return
+	}
+	defer done()
+	out, rf := JudgeBuildQuery(q, b.cfg.Scope, parent)
+	if rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		writeError(w, http.StatusInternalServerError, "sluice: the build context: "+err.Error())
+		return
+	}
+	// Every image the build needs is on the engine and judged: it pulls
+	// nothing more (the client's --pull was done above).
+	out.Del("pull")
+	r.URL.RawQuery = out.Encode()
+	r.Body = f
+	r.ContentLength = size
+	r.TransferEncoding = nil
+	r.Header.Set("Content-Length", strconv.FormatInt(size, 10))
+	b.forward(w, r, nil, nil)
+}
+
+// spool keeps a build's context in a file of the broker's, bounded.
+func (b *Broker) spool(body io.Reader) (*os.File, int64, error) {
+	dir := b.cfg.SpoolDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	max := b.cfg.MaxContext
+	if max <= 0 {
+		max = DefaultMaxContext
+	}
+	f, err := os.CreateTemp(dir, "sluice-build-*.tar")
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := io.Copy(f, io.LimitReader(body, max+1))
+	if err == nil && n > max {
+		err = fmt.Errorf("larger than the %d bytes a build context may have here", max)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, 0, err
+	}
+	return f, n, nil
+}
+
+// judgePlan judges what the engine would fetch for the build: each image
+// is either on the engine already (and not to be pulled again) or of a
+// registry the session's policy allows, and is then pulled through the
+// engine first, so that its ONBUILD triggers are judged before the build
+// runs them; each URL's host must be allowed.
+func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, auth string) *Refusal {
+	judge := func(host string) error {
+		if b.cfg.AllowRegistry == nil {
+			return fmt.Errorf("%s is not in the session's allowlist", host)
+		}
+		return b.cfg.AllowRegistry(host)
+	}
+	fetch := func(hostport string) error {
+		if b.cfg.AllowFetch == nil {
+			return fmt.Errorf("%s is not in the session's allowlist", hostport)
+		}
+		return b.cfg.AllowFetch(hostport)
+	}
+	urls := func(p *BuildPlan, whose string) *Refusal {
+		for _, u := range p.URLs {
+			if err := fetch(net.JoinHostPort(u.Host, u.Port)); err != nil {
+				return refuse("build", "%sADD %s: the engine would fetch it itself: %v", whose, u.URL, err)
+			}
+		}
+		return nil
+	}
+	if rf := urls(plan, ""); rf != nil {
+		return rf
+	}
+	for _, img := range plan.Images {
+		onbuild, local := b.imageOnBuild(ctx, img.Ref)
+		if !local || pull {
+			if err := judge(img.Host); err != nil {
+				return refuse("build", "%s: the engine would pull it: %v", img.Ref, err)
+			}
+			if err := b.pullImage(ctx, img.Ref, auth); err != nil {
+				return refuse("build", "%s: its pull failed: %v", img.Ref, err)
+			}
+			if onbuild, local = b.imageOnBuild(ctx, img.Ref); !local {
+				return refuse("build", "%s: not on the engine after its pull", img.Ref)
+			}
+		}
+		if !img.Base || len(onbuild) == 0 {
+			continue
+		}
+		more, rf := JudgeOnBuild(onbuild)
+		if rf != nil {
+			return refuse("build", "FROM %s: its ONBUILD triggers: %s", img.Ref, rf.Why)
+		}
+		whose := img.Ref + "'s ONBUILD "
+		if rf := urls(more, whose); rf != nil {
+			return rf
+		}
+		for _, m := range more.Images {
+			if _, ok := b.imageOnBuild(ctx, m.Ref); ok {
+				continue
+			}
+			if err := judge(m.Host); err != nil {
+				return refuse("build", "%sCOPY --from=%s: the engine would pull it: %v", whose, m.Ref, err)
+			}
+		}
+	}
+	return nil
+}
+
+// imageOnBuild inspects an image on the engine: its ONBUILD triggers,
+// and whether the engine has it.
+func (b *Broker) imageOnBuild(ctx context.Context, ref string) ([]string, bool) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://docker/images/"+url.PathEscape(ref)+"/json", nil)
+	if err != nil {
+		return nil, false
+	}
+	resp, err := b.engine.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	var img struct {
+		Config struct{ OnBuild []string }
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&img) != nil {
+		return nil, false
+	}
+	return img.Config.OnBuild, true
+}
+
+// pullImage pulls ref through the engine (a registry already judged) and
+// reads the pull's progress to its end: an error comes inside it.
+func (b *Broker) pullImage(ctx context.Context, ref, auth string) error {
+	name, tag := splitTag(ref)
+	q := url.Values{"fromImage": {name}}
+	if tag != "" {
+		q.Set("tag", tag)
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://docker/images/create?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	if auth != "" {
+		req.Header.Set("X-Registry-Auth", auth)
+	}
+	resp, err := b.roundTrip(req, []byte{})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Error != "" {
+			return errors.New(m.Error)
+		}
+	}
+	return sc.Err()
+}
+
+// splitTag splits an image reference into the name the engine pulls and
+// its tag or digest; a reference with neither is pulled as :latest (the
+// engine would pull every tag of a bare name).
+func splitTag(ref string) (name, tag string) {
+	if n, d, ok := strings.Cut(ref, "@"); ok {
+		return n, d
+	}
+	slash := strings.LastIndex(ref, "/")
+	if i := strings.LastIndex(ref, ":"); i > slash {
+		return ref[:i], ref[i+1:]
+	}
+	return ref, "latest"
+}

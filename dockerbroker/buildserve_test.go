@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package dockerbroker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// buildEngine is a fake engine for builds: it knows the images in have
+// (name -> ONBUILD triggers), answers pulls of pullable names (adding
+// them), and records every build's query and body.
+type buildEngine struct {
+	mu       sync.Mutex
+	have     map[string][]string
+	pullable map[string][]string
+	pulls    []string
+	builds   []*http.Request
+	bodies   [][]byte
+}
+
+func (f *buildEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := versionPrefix.ReplaceAllString(r.URL.Path, "/")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Method == "GET" && strings.HasPrefix(p, "/images/") && strings.HasSuffix(p, "/json"):
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "/images/"), "/json")
+		on, ok := f.have[name]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"message":"no such image"}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"Config": map[string]any{"OnBuild": on}})
+	case r.Method == "POST" && p == "/images/create":
+		name := r.URL.Query().Get("fromImage") + ":" + r.URL.Query().Get("tag")
+		f.pulls = append(f.pulls, name)
+		on, ok := f.pullable[name]
+		if !ok {
+			io.WriteString(w, `{"status":"pulling"}`+"\n"+`{"error":"manifest unknown"}`+"\n")
+			return
+		}
+		f.have[name] = on
+		io.WriteString(w, `{"status":"done"}`+"\n")
+	case r.Method == "POST" && p == "/build":
+		body, _ := io.ReadAll(r.Body)
+		f.builds = append(f.builds, r)
+		f.bodies = append(f.bodies, body)
+		io.WriteString(w, `{"stream":"Successfully built 0123"}`+"\n")
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"message":"no such thing"}`)
+	}
+}
+
+// testContext is a build context holding a Dockerfile.
+func testContext(t *testing.T, dockerfile string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range [][2]string{{"Dockerfile", dockerfile}, {"app/main.sh", "echo hi\n"}} {
+		name, body := f[0], f[1]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(tw, body)
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// TestBrokerBuild: a build is forwarded with the context's bytes
+// unchanged, the session's cgroup parent, no pull left for the engine,
+// and its parent's done called at its end; what the engine would fetch
+// is judged first (a missing base of an allowed registry is pulled by
+// the broker, then its ONBUILD triggers judged); refusals reach neither
+// OnBuild nor the engine.
+func TestBrokerBuild(t *testing.T) {
+	dir := t.TempDir()
+	enginePath, brokerPath := filepath.Join(dir, "engine.sock"), filepath.Join(dir, "broker.sock")
+	el, err := net.Listen("unix", enginePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe := &buildEngine{
+		have: map[string][]string{"base:1": nil, "trig:1": {"ADD http://files.denied.test/x /x"}},
+		pullable: map[string][]string{
+			"registry.allowed.test/tools:1":   nil,
+			"registry.allowed.test/onbuild:1": {"COPY --from=registry.denied.test/x:1 /a /b"},
+		},
+	}
+	es := &http.Server{Handler: fe}
+	go es.Serve(el)
+	t.Cleanup(func() { es.Close() })
+	var mu sync.Mutex
+	var parents, dones []string
+	b := New(Config{Scope: Scope{Session: "run-1", Workspace: dir, CgroupParent: "/sluice"}, Engine: enginePath,
+		AllowRegistry: func(h string) error {
+			if h == "registry.allowed.test" {
+				return nil
+			}
+			return fmt.Errorf("the registry %s is not in the session's allowlist", h)
+		},
+		AllowFetch: func(h string) error {
+			if h == "files.allowed.test:443" {
+				return nil
+			}
+			return fmt.Errorf("%s is not in the session's allowlist", h)
+		},
+		OnBuild: func(container string) (string, func(), error) {
+			mu.Lock()
+			defer mu.Unlock()
+			p := fmt.Sprintf("/sluice/run-1.alias-%d", len(parents))
+			parents = append(parents, p)
+			return p, func() { mu.Lock(); dones = append(dones, p); mu.Unlock() }, nil
+		},
+		SpoolDir: dir})
+	bl, err := net.Listen("unix", brokerPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve(bl)
+	t.Cleanup(func() { b.Close() })
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", brokerPath)
+	}}, Timeout: 10 * time.Second}
+	build := func(query, dockerfile string) (int, string) {
+		body := testContext(t, dockerfile)
+		req, _ := http.NewRequest("POST", "http://docker/v1.41/build?"+query, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-tar")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	// Allowed: a local base, an image of an allowed registry pulled
+	// first, an ADD of an allowed host.
+	df := "FROM base:1\nCOPY --from=registry.allowed.test/tools:1 /t /t\nADD https://files.allowed.test/a.tar /a\nRUN true\n"
+	if st, out := build("t=x%3A1&networkmode=none", df); st != 200 || !strings.Contains(out, "Successfully built") {
+		t.Fatalf("an allowed build: %d %s", st, out)
+	}
+	fe.mu.Lock()
+	if len(fe.builds) != 1 {
+		t.Fatalf("engine builds: %d", len(fe.builds))
+	}
+	q := fe.builds[0].URL.Query()
+	if q.Get("cgroupparent") != "/sluice/run-1.alias-0" || q.Get("t") != "x:1" || q.Get("networkmode") != "none" {
+		t.Errorf("the forwarded query: %v", q)
+	}
+	if !bytes.Equal(fe.bodies[0], testContext(t, df)) {
+		t.Error("the forwarded context is not the client's bytes")
+	}
+	if strings.Join(fe.pulls, " ") != "registry.allowed.test/tools:1" {
+		t.Errorf("the broker's pulls: %v (want the missing image's)", fe.pulls)
+	}
+	fe.mu.Unlock()
+	// --pull: the broker pulls every image again, judged, and the
+	// engine is asked to pull nothing.
+	if st, out := build("pull=1", "FROM registry.allowed.test/tools:1\nRUN true\n"); st != 200 {
+		t.Fatalf("an allowed build with --pull: %d %s", st, out)
+	}
+	fe.mu.Lock()
+	if q := fe.builds[1].URL.Query(); q.Has("pull") || len(fe.pulls) != 2 {
+		t.Errorf("with --pull: the forwarded query %v, the broker's pulls %v", q, fe.pulls)
+	}
+	fe.mu.Unlock()
+	mu.Lock()
+	if len(dones) != 2 || dones[0] != parents[0] {
+		t.Errorf("build parents %v, done %v", parents, dones)
+	}
+	mu.Unlock()
+
+	for _, c := range []struct{ query, dockerfile, want string }{
+		{"networkmode=host", "FROM base:1\n", "host"},
+		{"remote=http://x.test/c.tar", "FROM base:1\n", "remote"},
+		{"version=2", "FROM base:1\n", "BuildKit"},
+		{"", "FROM registry.denied.test/base:1\n", "registry.denied.test"},
+		{"", "FROM base:1\nADD http://files.denied.test/x /x\n", "files.denied.test"},
+		{"", "FROM trig:1\n", "files.denied.test"},
+		{"", "FROM registry.allowed.test/onbuild:1\n", "registry.denied.test"},
+		{"", "FROM registry.allowed.test/broken:1\n", "manifest unknown"},
+		{"", "FROM $BASE\n", "$"},
+		{"pull=1", "FROM base:1\n", "registry-1.docker.io"},
+	} {
+		st, out := build(c.query, c.dockerfile)
+		var m struct{ Message string }
+		_ = json.Unmarshal([]byte(out), &m)
+		if st != http.StatusForbidden || !strings.HasPrefix(m.Message, "sluice: refused build") || !strings.Contains(m.Message, c.want) {
+			t.Errorf("%q %q: %d %q, want a refusal saying %q", c.query, c.dockerfile, st, out, c.want)
+		}
+	}
+	fe.mu.Lock()
+	if len(fe.builds) != 2 {
+		t.Errorf("the engine got %d builds, want the allowed two only", len(fe.builds))
+	}
+	fe.mu.Unlock()
+	mu.Lock()
+	if len(parents) != 2 {
+		t.Errorf("refused builds got cgroup parents: %v", parents)
+	}
+	mu.Unlock()
+}
