@@ -29,15 +29,22 @@ r() { n=$1; shift; timeout 90 "$@" > "$n.out" 2>&1; echo "exit=$?" >> "$n.out"; 
 r up docker-compose -p proj up -d
 r ps docker-compose -p proj ps --services
 r exec docker-compose -p proj exec -T app cat /data/f
+r built docker-compose -p proj exec -T tool cat /built
 docker-compose -p proj exec -T app probe tcp "$DENIED" "$DPORT" > denied.json 2> denied.err
 r others docker network ls --format '{{.Name}}'
 r down docker-compose -p proj down -v
 `
 
 // composeFile is a service with a named volume on the project's default
-// network: compose makes both.
-const composeFile = `version: "3"
+// network: compose makes both; and a service compose builds first (the
+// legacy builder, through the broker's judged build).
+const composeFile = `version: "3.4"
 services:
+  tool:
+    build:
+      context: ./tool
+      network: none
+    command: sleep 600
   app:
     image: %s
     command: sh -c 'echo kept > /data/f; exec sleep 600'
@@ -49,7 +56,7 @@ volumes:
 `
 
 // TestDockerComposeInSession runs Debian's docker-compose in a `sluice
-// run --docker` session: up makes the project's network, volume and
+// run --docker` session: up builds a service (a judged legacy build) and makes the project's network, volume and
 // container through the broker (labelled as the session's), exec reaches
 // the service, the service's connection to a denied host gets EPERM and
 // the world records nothing (the unconfined twin arrives), and down
@@ -74,6 +81,12 @@ func TestDockerComposeInSession(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "docker-compose.yml"), fmt.Appendf(nil, composeFile, dockertest.BaseImage), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(ws, "tool"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "tool", "Dockerfile"), fmt.Appendf(nil, "FROM %s\nRUN echo built-in-the-session > /built\n", dockertest.BaseImage), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.CommandContext(ctx, bin, "run", "--user", "65534:65534", "--docker", "--docker-host", e.Host, "--", "sh", "-c", composeScript)
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance, "WS="+ws,
@@ -91,12 +104,13 @@ func TestDockerComposeInSession(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"up":     "exit=0\n",
-		"ps":     "app\nexit=0\n",
+		"ps":     "tool\napp\nexit=0\n",
 		"exec":   "kept\nexit=0\n",
+		"built":  "built-in-the-session\nexit=0\n",
 		"others": "proj_default\nexit=0\n",
 		"down":   "exit=0\n",
 	} {
-		if s := read(name); !strings.HasSuffix(s, want) || name != "up" && name != "down" && s != want {
+		if s := read(name); !strings.HasSuffix(s, want) || name != "up" && name != "down" && name != "built" && s != want {
 			t.Errorf("%s: %q, want %q", name, s, want)
 		}
 	}
