@@ -56,8 +56,9 @@ volumes:
 `
 
 // TestDockerComposeInSession runs Debian's docker-compose in a `sluice
-// run --docker` session: up builds a service (a judged legacy build) and makes the project's network, volume and
-// container through the broker (labelled as the session's), exec reaches
+// run --docker` session: up builds a service (a judged legacy build) and
+// makes the project's network, volume and containers through the broker
+// (labelled as the session's), exec reaches
 // the service, the service's connection to a denied host gets EPERM and
 // the world records nothing (the unconfined twin arrives), and down
 // removes all of it; another's network stays.
