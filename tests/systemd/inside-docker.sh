@@ -4,7 +4,9 @@
 # boots it with systemd-nspawn, with the host's Docker engine binaries and the minbase image tarball
 # added). It runs dockerd with the systemd cgroup driver and checks that a container started with
 # --cgroup-parent=sluice.slice (sluice.slice/docker-<id>.scope) is confined, through a kill -9 of the
-# daemon and a `docker restart`, and that a labelled container with a mistyped parent is refused.
+# daemon and a `docker restart`, that a labelled container with a mistyped parent is refused, and that
+# a `docker build` in a `sluice run --docker` session runs its steps under the session's policy (Docker's
+# systemd driver takes the build's alias slice as their parent).
 # The "world" is two addresses on the machine's loopback link, 203.0.113.7 (allowed) and
 # 203.0.113.8 (denied; the datapath judges them by address, not by link), with a server that records every connection it accepts in /tmp/t/world.log; containers
 # share the machine's network (--network host), so the server's record is the judge. Its verdict
@@ -145,5 +147,31 @@ docker rm -f agent >/dev/null || fail "docker rm failed"
 wait_for 20 sh -c "[ \$(grep -c '\"type\":\"session_ended\"' $audit) -ge 2 ]" || fail "no session_ended after docker rm"
 wait_for 10 sh -c "! test -d $slice/$scope" || fail "$scope left after docker rm"
 ok "the session ended and the scope is gone"
-systemctl stop sluice.service sluice-docker.service
+echo "--- docker build in a sluice run --docker session (the embedded enforcer: the daemon stopped)"
+systemctl stop sluice.service || fail "systemctl stop sluice failed"
+# Not below /tmp: the session gets a /tmp of its own.
+mkdir -p /srv/build && chmod 777 /srv/build && cd /srv/build || fail "no build directory"
+# The step writes what each connect got; --network none: an address the
+# datapath lets through finds no route (ENETUNREACH), a refused one EPERM.
+cat >Dockerfile <<'DOCKERFILE'
+FROM base
+RUN bash -c 'for a in 203.0.113.7 203.0.113.8; do (exec 3<>/dev/tcp/$a/80 && echo connected) > /$a 2>&1; done; true'
+DOCKERFILE
+DOCKER_BUILDKIT=0 docker build -q --network none -t twin . >/tmp/t/twin.out 2>&1 || fail "the unconfined build failed: $(cat /tmp/t/twin.out)"
+twin=$(docker run --rm twin cat /203.0.113.8)
+case "$twin" in *"Network is unreachable"*) ;; *) fail "the unconfined build's step -> 203.0.113.8: '$twin', want ENETUNREACH" ;; esac
+ok "the unconfined twin's step is not refused (no route: ENETUNREACH)"
+# --no-cache: the twin's step would otherwise be reused, and never run in the session.
+sluice run --user 65534:65534 --docker --allow 203.0.113.7 -- sh -c 'export HOME=/srv/build DOCKER_BUILDKIT=0; docker build --no-cache --network none -t built . >build.out 2>&1' \
+	>/tmp/t/run.out 2>&1 || fail "sluice run --docker: the build failed: $(cat /tmp/t/run.out build.out)"
+allowed_out=$(docker run --rm built cat /203.0.113.7)
+denied_out=$(docker run --rm built cat /203.0.113.8)
+case "$allowed_out" in *"Network is unreachable"*) ;; *) fail "the session's build step -> 203.0.113.7 (allowed): '$allowed_out', want it through the datapath (ENETUNREACH)" ;; esac
+case "$denied_out" in *"Operation not permitted"*) ;; *) fail "the session's build step -> 203.0.113.8: '$denied_out', want EPERM" ;; esac
+grep -q "denied .*203.0.113.8:80" /tmp/t/run.out || fail "the session's terminal has no line for the step's denial: $(cat /tmp/t/run.out)"
+ok "a build step under the session's slice is judged by the session's policy"
+left=$(ls "$slice" | grep -c alias)
+[ "$left" -eq 0 ] || fail "the build's slice is left in $slice: $(ls "$slice")"
+ok "the build's slice is gone with the build"
+systemctl stop sluice-docker.service
 finish 0
