@@ -84,6 +84,9 @@ type BuildImage struct {
 	// triggers, which the caller judges with JudgeOnBuild. A COPY
 	// --from image's triggers do not run.
 	Base bool
+	// Platform is a FROM's --platform: the engine pulls that platform's
+	// variant even of an image it has for another.
+	Platform string
 }
 
 // BuildURL is a URL the engine fetches during a build (an ADD source).
@@ -759,8 +762,12 @@ func JudgeDockerfile(text []byte) (*BuildPlan, *Refusal) {
 			}
 		}
 		inStage, current = true, ""
-		if _, err := dfFlags(in, fromFlags); err != nil {
+		flags, err := dfFlags(in, fromFlags)
+		if err != nil {
 			return nil, refuse(what, "%s: %v", where, err)
+		}
+		if strings.ContainsAny(flags["platform"], "$\\\"'") {
+			return nil, refuse(what, "%s: --platform=%s: a value the engine would compute, which the broker cannot judge", where, shorten(flags["platform"]))
 		}
 		var args []string
 		if in.args != "" {
@@ -785,7 +792,7 @@ func JudgeDockerfile(text []byte) (*BuildPlan, *Refusal) {
 		if r := judgeRef(where, img); r != nil {
 			return nil, r
 		}
-		plan.addImage(BuildImage{Ref: img, Host: strings.ToLower(RegistryHost(img)), Base: true})
+		plan.addImage(BuildImage{Ref: img, Host: strings.ToLower(RegistryHost(img)), Base: true, Platform: flags["platform"]})
 	}
 	if !inStage {
 		return nil, refuse(what, "the Dockerfile has no FROM")

@@ -280,8 +280,8 @@ func TestJudgeDockerfilePlan(t *testing.T) {
 			[]BuildURL{{URL: "https://Example.COM/a.tgz", Host: "example.com", Port: "443"}}},
 		{"multi-stage", "FROM golang:1.22 AS Build\nRUN go build\nFROM BUILD as second\nFROM alpine\nCOPY --from=build /a /a\nCOPY --from=SECOND /b /b\nCOPY --from=0 /c /c\n",
 			[]BuildImage{hub("golang:1.22"), hub("alpine")}, nil},
-		{"platform", "FROM --platform=$BUILDPLATFORM ghcr.io/o/x@sha256:0123 AS b\n",
-			[]BuildImage{{Ref: "ghcr.io/o/x@sha256:0123", Host: "ghcr.io", Base: true}}, nil},
+		{"platform", "FROM --platform=linux/arm64 ghcr.io/o/x@sha256:0123 AS b\n",
+			[]BuildImage{{Ref: "ghcr.io/o/x@sha256:0123", Host: "ghcr.io", Base: true, Platform: "linux/arm64"}}, nil},
 		// A stage is known only once it is done: the current stage's
 		// own name and a later stage's are images to the engine.
 		{"current stage name", "FROM alpine AS tool\nCOPY --from=tool /a /a\n", []BuildImage{hub("alpine"), {Ref: "tool", Host: "registry-1.docker.io"}}, nil},
@@ -339,6 +339,7 @@ func TestJudgeDockerfileRefuses(t *testing.T) {
 	for _, c := range []struct{ name, text, want string }{
 		{"from variable", "ARG BASE=alpine\nFROM $BASE\n", "FROM $BASE: a variable"},
 		{"from braces", "FROM ${REG}/x\n", "a variable"},
+		{"platform variable", "FROM --platform=$BUILDPLATFORM alpine\n", "--platform=$BUILDPLATFORM: a value the engine would compute"},
 		{"copy from variable", "FROM alpine\nCOPY --from=$IMG / /\n", "COPY --from $IMG: a variable"},
 		{"add variable", "FROM alpine\nADD $URL /x\n", "use COPY, or RUN curl"},
 		{"from quoted", "FROM \"evil.example/x\"\n", "not a plain image reference"},

@@ -85,7 +85,10 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 	b.images.RLock()
 	defer b.images.RUnlock()
 	pull, _ := strconv.ParseBool(q.Get("pull"))
-	if rf := b.judgePlan(r.Context(), plan, pull, r.Header.Get("X-Registry-Auth")); rf != nil {
+	// With --platform the engine pulls the platform's variant of an image
+	// it has for another: every image is pulled first, for that platform.
+	platform := q.Get("platform")
+	if rf := b.judgePlan(r.Context(), plan, pull || platform != "", platform, r.Header.Get("X-Registry-Auth")); rf != nil {
 		b.refuse(w, http.StatusForbidden, rf)
 		return
 	}
@@ -150,7 +153,7 @@ func (b *Broker) spool(body io.Reader) (*os.File, int64, error) {
 // registry the session's policy allows, and is then pulled through the
 // engine first, so that its ONBUILD triggers are judged before the build
 // runs them; each URL's host must be allowed.
-func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, auth string) *Refusal {
+func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, platform, auth string) *Refusal {
 	judge := func(host string) error {
 		if b.cfg.AllowRegistry == nil {
 			return fmt.Errorf("%s is not in the session's allowlist", host)
@@ -176,11 +179,15 @@ func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, auth
 	}
 	for _, img := range plan.Images {
 		onbuild, local := b.imageOnBuild(ctx, img.Ref)
-		if !local || pull {
+		if !local || pull || img.Platform != "" {
+			platform := platform
+			if img.Platform != "" {
+				platform = img.Platform
+			}
 			if err := judge(img.Host); err != nil {
 				return refuse("build", "%s: the engine would pull it: %v", img.Ref, err)
 			}
-			if err := b.pullImage(ctx, img.Ref, auth); err != nil {
+			if err := b.pullImage(ctx, img.Ref, platform, auth); err != nil {
 				return refuse("build", "%s: its pull failed: %v", img.Ref, err)
 			}
 			if onbuild, local = b.imageOnBuild(ctx, img.Ref); !local {
@@ -231,13 +238,17 @@ func (b *Broker) imageOnBuild(ctx context.Context, ref string) ([]string, bool) 
 	return img.Config.OnBuild, true
 }
 
-// pullImage pulls ref through the engine (a registry already judged) and
+// pullImage pulls ref (for platform, "" for the engine's) through the
+// engine (a registry already judged) and
 // reads the pull's progress to its end: an error comes inside it.
-func (b *Broker) pullImage(ctx context.Context, ref, auth string) error {
+func (b *Broker) pullImage(ctx context.Context, ref, platform, auth string) error {
 	name, tag := splitTag(ref)
 	q := url.Values{"fromImage": {name}}
 	if tag != "" {
 		q.Set("tag", tag)
+	}
+	if platform != "" {
+		q.Set("platform", platform)
 	}
 	req, err := http.NewRequestWithContext(ctx, "POST", "http://docker/images/create?"+q.Encode(), nil)
 	if err != nil {

@@ -198,6 +198,9 @@ func TestBrokerBuild(t *testing.T) {
 		{"", "FROM registry.allowed.test/broken:1\n", "manifest unknown"},
 		{"", "FROM $BASE\n", "$"},
 		{"pull=1", "FROM base:1\n", "registry-1.docker.io"},
+		{"platform=linux%2Farm64", "FROM base:1\n", "registry-1.docker.io"},
+		{"", "FROM --platform=linux/arm64 base:1\n", "registry-1.docker.io"},
+		{"", "FROM --platform=$BUILDPLATFORM base:1\n", "--platform"},
 	} {
 		st, out := build(c.query, c.dockerfile)
 		var m struct{ Message string }
