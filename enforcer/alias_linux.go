@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +31,10 @@ type Alias struct {
 	sub    *cgroups.SubSlice // under a systemd root
 	id     uint64
 	target uint64
+	// lock is held for the alias's life, as a session's: Reclaim removes
+	// an alias whose owner died (kill -9 in the middle of a build) once
+	// nothing runs below it.
+	lock *os.File
 }
 
 // NewAlias creates an alias cgroup for the session target: a directory
@@ -58,11 +63,32 @@ func (e *Enforcer) NewAlias(target *Session) (*Alias, error) {
 		}
 		a.cg, a.id = cg, cg.ID()
 	}
+	lock, err := os.OpenFile(filepath.Join(e.cfg.sessionDir(), a.Name()+".lock"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		if err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			lock.Close()
+		}
+	}
+	if err != nil {
+		_ = a.remove(time.Now().Add(time.Second))
+		return nil, fmt.Errorf("lock alias %s: %w", a.Name(), err)
+	}
+	a.lock = lock
 	if err := e.dp.AddAlias(a.id, a.target); err != nil {
 		_ = a.remove(time.Now().Add(time.Second))
+		a.unlock()
 		return nil, err
 	}
 	return a, nil
+}
+
+// unlock removes and lets go of the alias's lock.
+func (a *Alias) unlock() {
+	if a.lock != nil {
+		os.Remove(a.lock.Name())
+		a.lock.Close()
+		a.lock = nil
+	}
 }
 
 // Name is the alias cgroup's directory name under the root (on a systemd
@@ -103,6 +129,7 @@ func (a *Alias) Close(timeout time.Duration) error {
 	if err := a.remove(time.Now().Add(timeout)); err != nil {
 		errs = append(errs, err)
 	}
+	a.unlock()
 	return errors.Join(errs...)
 }
 

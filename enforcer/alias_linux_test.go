@@ -122,4 +122,30 @@ func TestAliasConfinesWhatIsMadeBelowIt(t *testing.T) {
 	if al, err := e.Datapath().Aliases(); err != nil || len(al) != 0 {
 		t.Errorf("aliases after Close: %v %v", al, err)
 	}
+
+	// An alias whose owner died (its lock let go, nothing closed it) is
+	// removed by the next Reclaim, cgroup, lock and datapath entry.
+	dead, err := e.NewAlias(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := e.NewAlias(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close(time.Second)
+	dead.lock.Close()
+	if errs := e.Reclaim(); len(errs) != 0 {
+		t.Errorf("reclaim: %v", errs)
+	}
+	if _, err := os.Stat(dead.Path()); !os.IsNotExist(err) {
+		t.Errorf("a dead alias's cgroup after Reclaim: %v", err)
+	}
+	al, err := e.Datapath().Aliases()
+	if err != nil || al[dead.id] != 0 || al[kept.id] != s.ID() {
+		t.Errorf("aliases after Reclaim: %v %v: want the live one alone", al, err)
+	}
+	if _, err := os.Stat(kept.Path()); err != nil {
+		t.Errorf("a live alias's cgroup after Reclaim: %v", err)
+	}
 }

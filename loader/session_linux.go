@@ -259,8 +259,8 @@ type Known struct {
 }
 
 // RemoveSession deletes everything the datapath holds for the session: its
-// policy, counters, ring buffer, CIDRs, listener ports, learned IPs and the
-// aliases to it.
+// policy, counters, ring buffer, CIDRs, listener ports, learned IPs, the
+// aliases to it and its own (an alias cgroup's removal).
 // Tasks still in the cgroup fall back to loopback only. k nil (a session
 // left by another process) scans the shared maps.
 func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
@@ -346,6 +346,9 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 	}
 	d.removePortRules(cgid, &errs)
 	d.removeAliasesTo(cgid, &errs)
+	if err := d.RemoveAlias(cgid); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
