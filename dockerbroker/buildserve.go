@@ -5,6 +5,7 @@ package dockerbroker
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,7 +89,7 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 	// With --platform the engine pulls the platform's variant of an image
 	// it has for another: every image is pulled first, for that platform.
 	platform := q.Get("platform")
-	if rf := b.judgePlan(r.Context(), plan, pull || platform != "", platform, r.Header.Get("X-Registry-Auth")); rf != nil {
+	if rf := b.judgePlan(r.Context(), plan, pull || platform != "", platform, r.Header.Get("X-Registry-Config")); rf != nil {
 		b.refuse(w, http.StatusForbidden, rf)
 		return
 	}
@@ -153,7 +154,7 @@ func (b *Broker) spool(body io.Reader) (*os.File, int64, error) {
 // registry the session's policy allows, and is then pulled through the
 // engine first, so that its ONBUILD triggers are judged before the build
 // runs them; each URL's host must be allowed.
-func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, platform, auth string) *Refusal {
+func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, platform, auths string) *Refusal {
 	judge := func(host string) error {
 		if b.cfg.AllowRegistry == nil {
 			return fmt.Errorf("%s is not in the session's allowlist", host)
@@ -187,7 +188,7 @@ func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, plat
 			if err := judge(img.Host); err != nil {
 				return refuse("build", "%s: the engine would pull it: %v", img.Ref, err)
 			}
-			if err := b.pullImage(ctx, img.Ref, platform, auth); err != nil {
+			if err := b.pullImage(ctx, img.Ref, platform, registryAuth(auths, img.Host)); err != nil {
 				return refuse("build", "%s: its pull failed: %v", img.Ref, err)
 			}
 			if onbuild, local = b.imageOnBuild(ctx, img.Ref); !local {
@@ -277,6 +278,36 @@ func (b *Broker) pullImage(ctx context.Context, ref, platform, auth string) erro
 		}
 	}
 	return sc.Err()
+}
+
+// registryAuth is the X-Registry-Auth of a pull from host, taken from a
+// build's X-Registry-Config (the client's credentials of every registry
+// it knows, base64url JSON by registry): "" when it has none for host.
+func registryAuth(config, host string) string {
+	if config == "" {
+		return ""
+	}
+	raw, err := base64.URLEncoding.DecodeString(config)
+	if err != nil {
+		if raw, err = base64.RawURLEncoding.DecodeString(config); err != nil {
+			return ""
+		}
+	}
+	var auths map[string]json.RawMessage
+	if json.Unmarshal(raw, &auths) != nil {
+		return ""
+	}
+	for k, v := range auths {
+		key := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(k, "https://"), "http://"), "/")
+		key, _, _ = strings.Cut(key, "/")
+		if key == "index.docker.io" || key == "docker.io" {
+			key = "registry-1.docker.io"
+		}
+		if strings.EqualFold(key, host) {
+			return base64.URLEncoding.EncodeToString(v)
+		}
+	}
+	return ""
 }
 
 // splitTag splits an image reference into the name the engine pulls and

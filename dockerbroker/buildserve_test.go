@@ -5,6 +5,7 @@ package dockerbroker
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/base64"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -219,4 +220,20 @@ func TestBrokerBuild(t *testing.T) {
 		t.Errorf("refused builds got cgroup parents: %v", parents)
 	}
 	mu.Unlock()
+}
+
+// TestRegistryAuth: a build's X-Registry-Config gives the broker's pull
+// of an image the credentials of its registry, and of no other.
+func TestRegistryAuth(t *testing.T) {
+	cfg := base64.URLEncoding.EncodeToString([]byte(`{"https://index.docker.io/v1/":{"username":"hub"},"ghcr.io":{"username":"gh"}}`))
+	for host, want := range map[string]string{"registry-1.docker.io": `{"username":"hub"}`, "ghcr.io": `{"username":"gh"}`, "quay.io": ""} {
+		got := registryAuth(cfg, host)
+		dec, _ := base64.URLEncoding.DecodeString(got)
+		if string(dec) != want {
+			t.Errorf("%s: %q, want %q", host, dec, want)
+		}
+	}
+	if registryAuth("not base64!", "ghcr.io") != "" {
+		t.Error("a config that is not base64 gave credentials")
+	}
 }
