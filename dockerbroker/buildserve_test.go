@@ -5,8 +5,8 @@ package dockerbroker
 import (
 	"archive/tar"
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
