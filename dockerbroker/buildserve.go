@@ -112,6 +112,8 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 	// Every image the build needs is on the engine and judged: it pulls
 	// nothing more (the client's --pull was done above).
 	out.Del("pull")
+	// The legacy builder, whatever the engine's default builder is.
+	out.Set("version", "1")
 	r.URL.RawQuery = out.Encode()
 	r.Body = f
 	r.ContentLength = size

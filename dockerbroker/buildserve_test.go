@@ -162,7 +162,7 @@ func TestBrokerBuild(t *testing.T) {
 		t.Fatalf("engine builds: %d", len(fe.builds))
 	}
 	q := fe.builds[0].URL.Query()
-	if q.Get("cgroupparent") != "/sluice/run-1.alias-0" || q.Get("t") != "x:1" || q.Get("networkmode") != "none" {
+	if q.Get("cgroupparent") != "/sluice/run-1.alias-0" || q.Get("version") != "1" || q.Get("t") != "x:1" || q.Get("networkmode") != "none" {
 		t.Errorf("the forwarded query: %v", q)
 	}
 	if !bytes.Equal(fe.bodies[0], testContext(t, df)) {
