@@ -4,7 +4,6 @@ package cgroups
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -268,21 +267,4 @@ func (s *Session) setUnitLimit(prop string, n int64) error {
 
 // stopSlice stops the root's slice, which stops every scope still in it;
 // a slice that is not loaded is not an error.
-func (r *Root) stopSlice() error {
-	ctx, cancel := context.WithTimeout(context.Background(), systemdTimeout)
-	defer cancel()
-	c, err := systemdConn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	err = runJob(ctx, "stop slice "+r.slice, func(ch chan<- string) error {
-		_, err := c.StopUnitContext(ctx, r.slice, "replace", ch)
-		return err
-	})
-	var de godbus.Error
-	if errors.As(err, &de) && de.Name == "org.freedesktop.systemd1.NoSuchUnit" {
-		return nil
-	}
-	return err
-}
+func (r *Root) stopSlice() error { return stopUnit(r.slice) }

@@ -3,8 +3,6 @@
 package enforcer
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-dev/sluice/allowlist"
-	"github.com/sluice-dev/sluice/loader"
-	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // TestAliasConfinesWhatIsMadeBelowIt: a cgroup an engine makes below a
@@ -25,24 +21,7 @@ import (
 // refused; the alias's Close kills what runs below it and removes the
 // whole tree, and the session's own cgroup is untouched.
 func TestAliasConfinesWhatIsMadeBelowIt(t *testing.T) {
-	needs.Have(t, needs.Kernel...)
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	name := "sluice-alias-" + hex.EncodeToString(rnd[:])
-	cfg := Config{CgroupName: name, PinDir: filepath.Join(filepath.Dir(loader.DefaultPinDir), name), StateDir: t.TempDir()}
-	e, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Close()
-		if err := loader.Remove(cfg.PinDir); err != nil {
-			t.Errorf("remove pins: %v", err)
-		}
-		if err := e.Root().Remove(); err != nil {
-			t.Errorf("remove root: %v", err)
-		}
-	})
+	e := testEnforcer(t, "sluice-alias")
 	p, err := allowlist.Parse([]byte(`{"allowed_hosts": ["203.0.113.0/25"]}`))
 	if err != nil {
 		t.Fatal(err)

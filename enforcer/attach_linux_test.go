@@ -3,17 +3,12 @@
 package enforcer
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/sluice-dev/sluice/loader"
-	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // TestAttachFailureLeavesTheCgroupAlone: a container cgroup is its
@@ -23,24 +18,7 @@ import (
 // session the way a session sluice made is closed, killing the container
 // while runc was still starting it.)
 func TestAttachFailureLeavesTheCgroupAlone(t *testing.T) {
-	needs.Have(t, needs.Kernel...)
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	name := "sluice-attach-" + hex.EncodeToString(rnd[:])
-	cfg := Config{CgroupName: name, PinDir: filepath.Join(filepath.Dir(loader.DefaultPinDir), name), StateDir: t.TempDir()}
-	e, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Close()
-		if err := loader.Remove(cfg.PinDir); err != nil {
-			t.Errorf("remove pins: %v", err)
-		}
-		if err := e.Root().Remove(); err != nil {
-			t.Errorf("remove root: %v", err)
-		}
-	})
+	e := testEnforcer(t, "sluice-attach")
 	ctr := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	dir := filepath.Join(e.Root().Path(), ctr)
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -58,7 +36,7 @@ func TestAttachFailureLeavesTheCgroupAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = e.AttachSession(ctr, Options{DNS: &DNSOptions{Path: DNSPathResolver, Upstreams: []string{"127.0.0.1:9"}, MinTTL: time.Hour, MaxTTL: time.Second}})
+	_, err := e.AttachSession(ctr, Options{DNS: &DNSOptions{Path: DNSPathResolver, Upstreams: []string{"127.0.0.1:9"}, MinTTL: time.Hour, MaxTTL: time.Second}})
 	if err == nil {
 		t.Fatal("attach with a refused DNS configuration succeeded")
 	}

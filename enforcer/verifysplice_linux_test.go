@@ -6,17 +6,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sluice-dev/sluice/loader"
-	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -41,24 +36,7 @@ func tcpPair(t *testing.T) (dialed, accepted *net.TCPConn) {
 
 // spliceEnforcer opens an enforcer of its own with the splice ready.
 func spliceEnforcer(t *testing.T) *Enforcer {
-	needs.Have(t, needs.Kernel...)
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	name := "sluice-splice-" + hex.EncodeToString(rnd[:])
-	cfg := Config{CgroupName: name, PinDir: filepath.Join(filepath.Dir(loader.DefaultPinDir), name), StateDir: t.TempDir()}
-	e, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Close()
-		if err := loader.Remove(cfg.PinDir); err != nil {
-			t.Errorf("remove pins: %v", err)
-		}
-		if err := e.Root().Remove(); err != nil {
-			t.Errorf("remove root: %v", err)
-		}
-	})
+	e := testEnforcer(t, "sluice-splice")
 	if err := e.dp.PrepareSplice(); err != nil {
 		t.Fatal(err)
 	}

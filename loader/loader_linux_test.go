@@ -3,7 +3,6 @@
 package loader
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -99,17 +98,7 @@ func newFixture(t *testing.T) *fixture {
 // packet can leave the machine either way.
 func (f *fixture) inSession(t *testing.T, script string) string {
 	t.Helper()
-	fd, err := unix.Open(f.session, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	cmd := exec.Command("unshare", "-n", "bash", "-c", "ip link set lo up; "+script)
-	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	_ = cmd.Run()
-	return out.String()
+	return inCgroup(t, f.session, script)
 }
 
 func TestDatapathJudgesInKernel(t *testing.T) {
