@@ -5,11 +5,9 @@
 package containere2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,56 +76,14 @@ func TestDockerBuildInSession(t *testing.T) {
 
 	ws := sessionWorkspace(t, bin)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	cmd := exec.CommandContext(ctx, bin, "run", "--user", "65534:65534", "--docker", "--docker-host", e.Host, "--audit-log", auditLog,
-		"--allow", world.AllowedV4.String()+"/32", "--", "sh", "-c", buildScript)
-	cmd.Dir = ws
-	cmd.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance, "WS="+ws, "IMG="+dockertest.BaseImage,
-		"ALLOWED="+world.AllowedV4.String(), "APORT="+fmt.Sprint(allowedPort),
+	run := startDockerRun(ctx, t, bin, instance, e.Host, ws, []string{"--audit-log", auditLog, "--allow", world.AllowedV4.String() + "/32"},
+		buildScript, "ALLOWED="+world.AllowedV4.String(), "APORT="+fmt.Sprint(allowedPort),
 		"DENIED="+world.DeniedV4.String(), "DPORT="+fmt.Sprint(deniedPort))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
-			break
-		}
-		select {
-		case err := <-done:
-			b, _ := os.ReadFile(filepath.Join(ws, "agent.out"))
-			t.Fatalf("the session ended before its container started: %v\n%s\n%s", err, out.String(), b)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the session's container did not start within 60 s:\n%s", out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	run.waitFile("started", 60*time.Second, "agent")
 	moveClientLink(t, w, containerPid(t, e, "agent"))
-	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		t.Logf("sluice run: %v\n%s", err, out.String())
-		if err != nil {
-			t.Errorf("sluice run --docker: %v", err)
-		}
-	case <-time.After(6 * time.Minute):
-		t.Fatalf("the session did not end within 6 minutes:\n%s", out.String())
-	}
-	if _, err := os.Stat(filepath.Join(ws, "done")); err != nil {
-		t.Fatalf("the script did not finish:\n%s", out.String())
-	}
-	read := func(name string) string {
-		b, _ := os.ReadFile(filepath.Join(ws, name+".out"))
-		return string(b)
-	}
+	run.touch("go")
+	run.end(6 * time.Minute)
+	read, out := run.read, run.out
 
 	if s := read("allowed"); !strings.Contains(s, `"ok":true`) || !strings.HasSuffix(s, "exit=0\n") {
 		t.Errorf("a build step to an allowed host:\n%s", s)

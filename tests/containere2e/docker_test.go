@@ -5,15 +5,12 @@
 package containere2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,41 +90,12 @@ func TestDockerInSession(t *testing.T) {
 	}
 	engine := strings.TrimPrefix(e.Host, "unix://")
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	cmd := exec.CommandContext(ctx, bin, "run", "--user", "65534:65534", "--docker", "--docker-host", e.Host, "--audit-log", auditLog, "--read-only", filepath.Join(ws, "ro"),
-		"--allow", world.AllowedV4.String()+"/32", "--", "sh", "-c", dockerScript)
-	cmd.Dir = ws
-	cmd.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance, "WS="+ws, "IMG="+dockertest.BaseImage, "ENGINE="+engine,
+	run := startDockerRun(ctx, t, bin, instance, e.Host, ws, []string{"--audit-log", auditLog, "--read-only", filepath.Join(ws, "ro"),
+		"--allow", world.AllowedV4.String() + "/32"}, dockerScript, "ENGINE="+engine,
 		"ALLOWED="+world.AllowedV4.String(), "APORT="+fmt.Sprint(allowedPort),
 		"DENIED="+world.DeniedV4.String(), "DPORT="+fmt.Sprint(deniedPort))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	started := filepath.Join(ws, "started")
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		select {
-		case err := <-done:
-			b, _ := os.ReadFile(filepath.Join(ws, "agent.out"))
-			t.Fatalf("the session ended before its container started: %v\n%s\n%s", err, out.String(), b)
-		default:
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(ws, "agent.out"))
-			// Its goroutines, to find what the broker waits for.
-			_ = cmd.Process.Signal(syscall.SIGABRT)
-			time.Sleep(2 * time.Second)
-			t.Fatalf("the session's container did not start within 90 s:\n%s\n%s", out.String(), b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	out := run.out
+	run.waitFile("started", 40*time.Second, "agent")
 	id, err := e.Docker(ctx, "inspect", "-f", "{{.Id}} {{index .Config.Labels \"sluice.session\"}} {{.HostConfig.CgroupParent}}", "agent")
 	if err != nil {
 		t.Fatal(err)
@@ -137,23 +105,11 @@ func TestDockerInSession(t *testing.T) {
 		t.Errorf("the agent's container: id, session label, cgroup parent = %q, want a label and /%s", id, instance)
 	}
 	moveClientLink(t, w, containerPid(t, e, "agent"))
-	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var ended time.Time
-	select {
-	case err := <-done:
-		ended = time.Now()
-		t.Logf("sluice run: %v\n%s", err, out.String())
-		if err != nil {
-			t.Errorf("sluice run --docker: %v", err)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the session did not end within 3 minutes:\n%s", out.String())
-	}
+	run.touch("go")
+	ended := run.end(3 * time.Minute)
 	st, err := os.Stat(filepath.Join(ws, "done"))
 	if err != nil {
-		t.Fatalf("the script did not finish:\n%s", out.String())
+		t.Fatal(err)
 	}
 	// From the script's end to the session's, with a followed log, a
 	// wait and an attach open and the container to remove.

@@ -5,11 +5,9 @@
 package containere2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,38 +67,10 @@ func TestDockerNetworksVolumesInSession(t *testing.T) {
 	mark := twinReachesDenied(t, w, deniedPort)
 
 	ws := sessionWorkspace(t, bin)
-	cmd := exec.CommandContext(ctx, bin, "run", "--user", "65534:65534", "--docker", "--docker-host", e.Host,
-		"--allow", world.AllowedV4.String()+"/32", "--", "sh", "-c", dockerNetScript)
-	cmd.Dir = ws
-	cmd.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance, "WS="+ws, "IMG="+dockertest.BaseImage,
+	run := startDockerRun(ctx, t, bin, instance, e.Host, ws, []string{"--allow", world.AllowedV4.String() + "/32"}, dockerNetScript,
 		"DENIED="+world.DeniedV4.String(), "DPORT="+fmt.Sprint(deniedPort))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	read := func(name string) string {
-		b, _ := os.ReadFile(filepath.Join(ws, name+".out"))
-		return string(b)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the session ended before its container started: %v\n%s\n%s%s%s", err, out.String(), read("volcreate"), read("netcreate"), read("agent"))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the session's container did not start within 60 s:\n%s", out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	read, out := run.read, run.out
+	run.waitFile("started", 60*time.Second, "volcreate", "netcreate", "agent")
 	for _, c := range []struct{ args []string }{
 		{[]string{"volume", "inspect", "-f", `{{index .Labels "sluice.session"}}`, "v1"}},
 		{[]string{"network", "inspect", "-f", `{{index .Labels "sluice.session"}}`, "n1"}},
@@ -117,21 +87,8 @@ func TestDockerNetworksVolumesInSession(t *testing.T) {
 	if f := strings.Fields(info); len(f) != 4 || f[0] == "" || f[1] != "/"+instance || f[2] != "n1" || f[3] != "v1" {
 		t.Errorf("the agent's container: label, cgroup parent, networks, volumes = %q, want a label, /%s, n1, v1", info, instance)
 	}
-	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		t.Logf("sluice run: %v\n%s", err, out.String())
-		if err != nil {
-			t.Errorf("sluice run --docker: %v", err)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the session did not end within 3 minutes:\n%s", out.String())
-	}
-	if _, err := os.Stat(filepath.Join(ws, "done")); err != nil {
-		t.Fatalf("the script did not finish:\n%s", out.String())
-	}
+	run.touch("go")
+	run.end(3 * time.Minute)
 	if r := readProbe(t, filepath.Join(ws, "denied.json")); r.OK || r.Errno != "EPERM" {
 		b, _ := os.ReadFile(filepath.Join(ws, "denied.err"))
 		t.Errorf("the session's container on n1 to a denied host: %s %s, want EPERM", r, b)

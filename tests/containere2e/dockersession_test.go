@@ -5,13 +5,18 @@
 package containere2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/tests/dockertest"
 	"github.com/sluice-dev/sluice/tests/world"
 )
 
@@ -77,4 +82,102 @@ func twinReachesDenied(t *testing.T, w *world.World, deniedPort uint16) time.Tim
 		t.Fatal("the world recorded nothing of the twin's connection")
 	}
 	return time.Now()
+}
+
+// dockerRun is a running `sluice run --user 65534:65534 --docker` of a
+// test's script in its workspace.
+type dockerRun struct {
+	t    *testing.T
+	ws   string
+	out  *bytes.Buffer
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// startDockerRun starts `sluice run --user 65534:65534 --docker
+// --docker-host host ARGS -- sh -c script` in ws, in the test's instance,
+// with WS and IMG and env in its environment.
+func startDockerRun(ctx context.Context, t *testing.T, bin, instance, host, ws string, args []string, script string, env ...string) *dockerRun {
+	t.Helper()
+	argv := append([]string{"run", "--user", "65534:65534", "--docker", "--docker-host", host}, args...)
+	cmd := exec.CommandContext(ctx, bin, append(argv, "--", "sh", "-c", script)...)
+	cmd.Dir = ws
+	cmd.Env = append(append(os.Environ(), "SLUICE_INSTANCE="+instance, "WS="+ws, "IMG="+dockertest.BaseImage), env...)
+	r := &dockerRun{t: t, ws: ws, out: &bytes.Buffer{}, cmd: cmd, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- cmd.Wait() }()
+	return r
+}
+
+// waitFile waits up to d for the script to make the workspace file name;
+// the test fails, with the outputs named by show, if the session ends or
+// the time runs out first (the session is then sent SIGABRT, whose
+// goroutine dump shows what it waits for).
+func (r *dockerRun) waitFile(name string, d time.Duration, show ...string) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if _, err := os.Stat(filepath.Join(r.ws, name)); err == nil {
+			return
+		}
+		select {
+		case err := <-r.done:
+			r.done <- err
+			r.t.Fatalf("the session ended before %s: %v\n%s\n%s", name, err, r.out.String(), r.reads(show))
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = r.cmd.Process.Signal(syscall.SIGABRT)
+			time.Sleep(2 * time.Second)
+			r.t.Fatalf("no %s within %v:\n%s\n%s", name, d, r.out.String(), r.reads(show))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// touch makes the workspace file name, for the script waiting for it.
+func (r *dockerRun) touch(name string) {
+	r.t.Helper()
+	if err := os.WriteFile(filepath.Join(r.ws, name), nil, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// end waits up to d for the session to end and returns when it did; the
+// test fails if sluice run failed or the script did not get to its done
+// file.
+func (r *dockerRun) end(d time.Duration) time.Time {
+	r.t.Helper()
+	select {
+	case err := <-r.done:
+		r.t.Logf("sluice run: %v\n%s", err, r.out.String())
+		if err != nil {
+			r.t.Errorf("sluice run --docker: %v", err)
+		}
+	case <-time.After(d):
+		r.t.Fatalf("the session did not end within %v:\n%s", d, r.out.String())
+	}
+	ended := time.Now()
+	if _, err := os.Stat(filepath.Join(r.ws, "done")); err != nil {
+		r.t.Fatalf("the script did not finish:\n%s", r.out.String())
+	}
+	return ended
+}
+
+// read is the script's output file name.out.
+func (r *dockerRun) read(name string) string {
+	b, _ := os.ReadFile(filepath.Join(r.ws, name+".out"))
+	return string(b)
+}
+
+func (r *dockerRun) reads(names []string) string {
+	var s strings.Builder
+	for _, n := range names {
+		s.WriteString(r.read(n))
+	}
+	return s.String()
 }
