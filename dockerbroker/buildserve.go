@@ -223,19 +223,10 @@ func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, plat
 // imageOnBuild inspects an image on the engine: its ONBUILD triggers,
 // and whether the engine has it.
 func (b *Broker) imageOnBuild(ctx context.Context, ref string) ([]string, bool) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://docker/images/"+url.PathEscape(ref)+"/json", nil)
-	if err != nil {
-		return nil, false
-	}
-	resp, err := b.engine.Do(req)
-	if err != nil {
-		return nil, false
-	}
-	defer resp.Body.Close()
 	var img struct {
 		Config struct{ OnBuild []string }
 	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&img) != nil {
+	if err := b.getJSON(ctx, "/images/"+url.PathEscape(ref)+"/json", &img); err != nil {
 		return nil, false
 	}
 	return img.Config.OnBuild, true
