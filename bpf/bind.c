@@ -19,8 +19,8 @@ static __always_inline int record_bind(struct bpf_sock *sk)
 
 	if (!strict || !*strict)
 		return 1;
-	__u64 cg = session_cgroup();
-	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
+	struct session *s;
+	__u64 cg = session_of(&s);
 	if (!s || !(s->flags & SESSION_LOOPBACK_SESSION))
 		return 1;
 	struct port_key k = {.session = cg, .port = sk->src_port};

@@ -170,15 +170,9 @@ static __always_inline int aliases_unused(__u64 cg)
 	return !on || !*on || bpf_map_lookup_elem(&sessions, &cg);
 }
 
-/* session_cgroup is the session whose rules apply to current: its own
- * cgroup's, or the deepest aliased ancestor's target; with neither, its
- * own cgroup id (no session: refused all but loopback). */
-static __always_inline __u64 session_cgroup(void)
+/* alias_target is the target of cg's deepest aliased ancestor, or cg. */
+static __always_inline __u64 alias_target(__u64 cg)
 {
-	__u64 cg = bpf_get_current_cgroup_id();
-
-	if (aliases_unused(cg))
-		return cg;
 	__u64 found = cg;
 	for (int lvl = 1; lvl <= ALIAS_DEPTH; lvl++) {
 		__u64 a = bpf_get_current_ancestor_cgroup_id(lvl);
@@ -188,6 +182,41 @@ static __always_inline __u64 session_cgroup(void)
 		if (t)
 			found = *t;
 	}
+	return found;
+}
+
+/* session_cgroup is the session whose rules apply to current: its own
+ * cgroup's, or the deepest aliased ancestor's target; with neither, its
+ * own cgroup id (no session: refused all but loopback). For a hook that
+ * looks the session's entry up anyway, session_of is cheaper. */
+static __always_inline __u64 session_cgroup(void)
+{
+	__u64 cg = bpf_get_current_cgroup_id();
+
+	if (aliases_unused(cg))
+		return cg;
+	return alias_target(cg);
+}
+
+/* session_of is session_cgroup together with that session's entry (*sp;
+ * NULL: no session). It costs one sessions lookup for a process of a
+ * session whether or not any alias exists on the machine, where
+ * session_cgroup followed by a lookup takes two once one does. */
+static __always_inline __u64 session_of(struct session **sp)
+{
+	__u64 cg = bpf_get_current_cgroup_id();
+	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
+	__u32 zero = 0;
+	__u32 *on = 0;
+
+	if (!s)
+		on = bpf_map_lookup_elem(&aliases_on, &zero);
+	if (s || !on || !*on) {
+		*sp = s;
+		return cg;
+	}
+	__u64 found = alias_target(cg);
+	*sp = found == cg ? 0 : bpf_map_lookup_elem(&sessions, &found);
 	return found;
 }
 
@@ -377,9 +406,10 @@ static __always_inline int port_in(struct verdict *v, __u32 rule)
 	return (b->bits[i] >> (v->port & 63)) & 1;
 }
 
-static __always_inline int judge_addr(struct verdict *v)
+/* judge_addr judges v for the session v->cgroup, whose entry is s
+ * (session_of). */
+static __always_inline int judge_addr(struct verdict *v, struct session *s)
 {
-	struct session *s = bpf_map_lookup_elem(&sessions, &v->cgroup);
 	if (!s) {
 		v->reason = REASON_NO_SESSION;
 		return refuse(v, s);

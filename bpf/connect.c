@@ -14,8 +14,8 @@
  * loopback_ports (its sluice listeners were allowed before). */
 static __always_inline int loopback_session(struct bpf_sock_addr *ctx, struct verdict *v, __u8 hook, __u8 family, __u32 port)
 {
-	v->cgroup = session_cgroup();
-	struct session *s = bpf_map_lookup_elem(&sessions, &v->cgroup);
+	struct session *s;
+	v->cgroup = session_of(&s);
 	if (!s || !(s->flags & SESSION_LOOPBACK_SESSION))
 		return 1;
 	struct port_key k = {.session = v->cgroup, .port = port};
@@ -71,12 +71,13 @@ static __always_inline int judge4(struct bpf_sock_addr *ctx, __u8 hook)
 		return 1;
 	if (is_local(v.ip))
 		return local_allowed(ctx, &v, hook, AF_INET);
-	v.cgroup = session_cgroup();
+	struct session *s;
+	v.cgroup = session_of(&s);
 	v.port = bpf_ntohs((__u16)ctx->user_port);
 	v.hook = hook;
 	v.family = AF_INET;
 	v.proto = ctx->protocol;
-	if (!judge_addr(&v))
+	if (!judge_addr(&v, s))
 		return 0;
 	return v.learned ? verify_connect(ctx, &v, 0, hook == HOOK_CONNECT4) : 1;
 }
@@ -91,14 +92,15 @@ static __always_inline int judge6(struct bpf_sock_addr *ctx, __u8 hook)
 		return 1;
 	if (is_local(v.ip))
 		return local_allowed(ctx, &v, hook, is_v4mapped(v.ip) ? AF_INET : AF_INET6);
-	v.cgroup = session_cgroup();
+	struct session *s;
+	v.cgroup = session_of(&s);
 	v.port = bpf_ntohs((__u16)ctx->user_port);
 	v.hook = hook;
 	/* An IPv4-mapped destination reaches connect6 only: judge it by the
 	 * IPv4 rules, which the shared ::ffff:0:0/96 key space does. */
 	v.family = is_v4mapped(v.ip) ? AF_INET : AF_INET6;
 	v.proto = ctx->protocol;
-	if (!judge_addr(&v))
+	if (!judge_addr(&v, s))
 		return 0;
 	return v.learned ? verify_connect(ctx, &v, 1, hook == HOOK_CONNECT6) : 1;
 }

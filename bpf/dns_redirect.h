@@ -131,8 +131,8 @@ static __always_inline int kdns_restore(struct bpf_sock_addr *ctx, int v6)
  * Returns 1 when it rewrote the address. */
 static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const __u32 ip[4], int v6)
 {
-	__u64 cg = session_cgroup();
-	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
+	struct session *s;
+	__u64 cg = session_of(&s);
 	int mapped = is_v4mapped(ip);
 
 	if (!s || !s->dns_port4)

@@ -36,8 +36,8 @@ static __always_inline int restore_dns(struct bpf_sock_addr *ctx, int v6)
 		else
 			return 1;
 	}
-	__u64 cg = session_cgroup();
-	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
+	struct session *s;
+	session_of(&s);
 	if (!s)
 		return 1;
 	if (port != (v4src ? s->dns_port4 : s->dns_port6))

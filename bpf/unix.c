@@ -266,8 +266,8 @@ static __always_inline void emit_unix(__u64 cg, __u8 hook, __u8 flags, struct un
 
 static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 {
-	__u64 cg = session_cgroup();
-	struct session *s = bpf_map_lookup_elem(&sessions, &cg);
+	struct session *s;
+	__u64 cg = session_of(&s);
 	__u32 zero = 0;
 	struct unix_scratch *c = bpf_map_lookup_elem(&unix_scratch, &zero);
 
