@@ -137,12 +137,12 @@ func (s *Server) attachContainers(failed map[string]time.Time) {
 		s.mu.Lock()
 		_, known := s.sessions[name]
 		s.mu.Unlock()
-		if known || time.Since(failed[name]) < 5*time.Second {
+		if known || s.svc.Lookup(name) != nil || time.Since(failed[name]) < 5*time.Second {
 			continue
 		}
 		if err := s.attachContainer(name, ref); err != nil {
 			failed[name] = time.Now()
-			if err != errNoProcess {
+			if err != errNoProcess && err != errBrokerOwned {
 				s.containerRefused(name, "attach failed",
 					fmt.Sprintf("container %s not confined by its policy yet (its traffic stays refused): %v", ref.ID[:12], err))
 			}
@@ -154,6 +154,10 @@ func (s *Server) attachContainers(failed map[string]time.Time) {
 
 var errNoProcess = fmt.Errorf("no process yet")
 
+// errBrokerOwned: the container is a session's Docker socket's, which
+// attaches it (sessions.Service.BrokerContainer).
+var errBrokerOwned = fmt.Errorf("a session's Docker container")
+
 // attachContainer makes the container cgroup name a session, with the
 // policy its engine record's label selects.
 func (s *Server) attachContainer(name string, ref containers.Ref) error {
@@ -163,6 +167,9 @@ func (s *Server) attachContainer(name string, ref containers.Ref) error {
 	}
 	defer netns.Close()
 	rec, recErr := containers.RecordOf(pid, ref.ID)
+	if recErr == nil && s.svc.BrokerContainer(rec.Labels) {
+		return errBrokerOwned
+	}
 	choice := chooseContainerPolicy(s.ctr.policies, rec, recErr)
 	short := ref.ID[:12]
 	ss := s.attached(api.SessionInfo{Name: name, UID: 0, Created: time.Now().UTC(), Argv: []string{"container " + short},

@@ -234,7 +234,8 @@ func (s *Server) create(p peer, req api.CreateRequest, files []*os.File) (*sessi
 // bounds are what bounds every session of the daemon: the machine
 // allowlist as it is now, the read-only paths.
 func (s *Server) bounds() sessions.Machine {
-	return sessions.Machine{Policy: s.machine.Load(), ReadOnly: s.cfg.ReadOnlyPaths, SessionGroup: s.cfg.SessionGroup, LookupUser: cgroups.LookupUser}
+	return sessions.Machine{Policy: s.machine.Load(), ReadOnly: s.cfg.ReadOnlyPaths, SessionGroup: s.cfg.SessionGroup, LookupUser: cgroups.LookupUser,
+		EngineAccess: sessions.EngineAccess}
 }
 
 // stream writes the create response: the session, its events, its exit.

@@ -202,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.prompts = prompts.New(prompts.Config{Timeout: cfg.AskTimeout, MaxPerSession: cfg.AskMaxPending})
 	s.svc = sessions.NewService(s.e, sessions.Config{DNS: s.dnsOptions(), UnixSockets: []string{cfg.SocketPath},
-		SharedEvents: true, Drain: s.drainEvents, Stop: s.stop, Logf: s.logf, Prompts: s.prompts,
+		SharedEvents: true, Drain: s.drainEvents, Stop: s.stop, Logf: s.logf, Prompts: s.prompts, Docker: true,
 		OnPermission:    func(typ string) { s.metrics.permissions.WithLabelValues(typ).Inc() },
 		OnSandboxDenied: func(access string) { s.metrics.sandbox.WithLabelValues(access).Inc() }})
 	if err := os.MkdirAll(s.stateDir(), 0o700); err != nil {
@@ -402,6 +402,12 @@ func (s *Server) dispatch(ev loader.Event) {
 	}
 	if owner != nil {
 		owner.KernelEvent(ev)
+		return
+	}
+	// A container of a session's Docker socket is a session of the
+	// service's own, which the daemon's table does not hold.
+	if ss := s.svc.Lookup(name); name != "" && ss != nil {
+		ss.KernelEvent(ev)
 		return
 	}
 	if ev.Scoped {

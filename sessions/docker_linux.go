@@ -43,9 +43,6 @@ import (
 // followed logs), its containers are removed by force with their
 // anonymous volumes, and their sessions end with their cgroups.
 
-// DefaultDockerHost is the engine's socket when the request names none.
-const DefaultDockerHost = "/var/run/docker.sock"
-
 // dockerSession is a session's broker and the container sessions it
 // attached.
 type dockerSession struct {
@@ -77,6 +74,17 @@ func (d *dockerSession) guardedPaths() ([]string, error) {
 	case <-time.After(5 * time.Second):
 		return nil, errors.New("the session's hidden and read-only paths are not known yet")
 	}
+}
+
+// BrokerContainer reports whether labels are those of a container a
+// Docker session of this service's root created (its broker's labels):
+// its session attaches it, and no one else may, with another policy,
+// even when that session is gone (a daemon restarted, a run killed).
+// Until its session attaches it, and after, it stays what a cgroup under
+// the root with no session is: refused all but loopback.
+func (sv *Service) BrokerContainer(labels map[string]string) bool {
+	_, ok := labels[dockerbroker.SessionLabel]
+	return ok && labels[dockerbroker.RootLabel] == sv.e.Root().Name()
 }
 
 // dockerSocketPath is a fresh name for a session's Docker socket in the

@@ -25,6 +25,10 @@ type Machine struct {
 	SessionGroup string
 	// LookupUser resolves a request's USER[:GROUP] (cgroups.LookupUser).
 	LookupUser func(spec string) (cgroups.SpawnOptions, error)
+	// EngineAccess says why the caller c may not connect to the Docker
+	// engine's socket at path, nil when it may (EngineAccess on Linux);
+	// nil: only root may ask for a Docker socket.
+	EngineAccess func(path string, c Caller) error
 }
 
 // Plan is a request the rules accepted: everything the service needs to
@@ -127,7 +131,7 @@ func Prepare(c Caller, req api.CreateRequest, m Machine, parsed *allowlist.Polic
 	if err := mayShareProcesses(c, req.ShareProcesses); err != nil {
 		return nil, err
 	}
-	if err := mayUseDocker(c, req.Docker, req.DockerHost); err != nil {
+	if err := mayUseDocker(c, req.Docker, req.DockerHost, m.EngineAccess); err != nil {
 		return nil, err
 	}
 	// Hidden paths: the defaults and the session's own (which show_paths

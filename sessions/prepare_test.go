@@ -175,12 +175,26 @@ func TestPrepareDockerKey(t *testing.T) {
 	if p, err := Prepare(root, off, m, nil, 3); err != nil || p.Req.Docker {
 		t.Errorf(`"docker": false: %v`, err)
 	}
-	// The rule of --docker holds: a user may not.
+	// The rule of --docker holds: a user may not, unless the machine's
+	// engine access says it may use the engine.
 	user := Caller{UID: 1000, GID: 1000, Creator: true}
 	ureq := req
 	ureq.User = ""
-	if _, err := Prepare(user, ureq, m, nil, 3); KindOf(err) != Forbidden || !strings.Contains(err.Error(), "unconfined root") {
+	if _, err := Prepare(user, ureq, m, nil, 3); KindOf(err) != Forbidden || !strings.Contains(err.Error(), "only root") {
 		t.Errorf("a user's docker key: %v", err)
+	}
+	um := m
+	um.EngineAccess = func(path string, c Caller) error {
+		if c.UID == 1000 && path == DefaultDockerHost {
+			return nil
+		}
+		return errors.New("no")
+	}
+	if p, err := Prepare(user, ureq, um, nil, 3); err != nil || !p.Req.Docker {
+		t.Errorf("a user who may use the engine, docker key: %v", err)
+	}
+	if _, err := Prepare(Caller{UID: 1001, GID: 1001, Creator: true}, ureq, um, nil, 3); KindOf(err) != Forbidden {
+		t.Errorf("a user who may not use the engine, docker key: %v", err)
 	}
 	// A machine policy that says docker asks for nothing.
 	mm := m

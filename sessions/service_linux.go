@@ -47,10 +47,10 @@ type Config struct {
 	OnPermission func(typ string)
 	// Logf writes what an operator must hear of; nil: nothing.
 	Logf func(format string, args ...any)
-	// Docker: sessions may ask for a Docker socket (docker_linux.go).
-	// Only the in-process front door says so for now: the daemon's
-	// container watcher would attach the sessions' containers itself,
-	// and its shared event reader does not know their sessions.
+	// Docker: sessions may ask for a Docker socket (docker_linux.go),
+	// as Prepare's rule allows the caller. A daemon that says so leaves
+	// the containers of its sessions' brokers to them (BrokerContainer)
+	// and hands their kernel events to the sessions Lookup finds.
 	Docker bool
 }
 

@@ -31,20 +31,23 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 	explicit := socketFlag != "" || os.Getenv(api.SocketEnv) != ""
 	var why []string
 	if o.docker {
-		// The Docker socket runs with the embedded enforcer only, for now:
-		// the daemon's shared event reader does not know the containers'
-		// sessions yet (docs/docker.md).
-		switch {
-		case o.mode != "" && o.mode != modeBPF:
+		// A Docker socket is the kernel mode's: through the daemon when one
+		// answers (whose container watcher leaves the session's
+		// containers to it), else embedded as root.
+		if o.mode != "" && o.mode != modeBPF {
 			return fail(fmt.Errorf("--docker needs mode bpf (not %s)", o.mode))
+		}
+		c := client()
+		err := c.Reach(cmd.Context())
+		switch {
+		case err == nil:
+			return runSession(cmd, c, o, policy, memMax, argv)
+		case explicit && errors.Is(err, os.ErrPermission):
+			return fail(fmt.Errorf("the sluice daemon's socket %v", err))
 		case explicit:
-			return fail(errors.New("--docker runs with the embedded enforcer, not through the daemon: run it as root without --socket (and without $" + api.SocketEnv + ")"))
+			return fail(fmt.Errorf("no sluice daemon answers on %s", api.SocketPath(socketFlag)))
 		case os.Geteuid() != 0:
-			return fail(errors.New("--docker needs root: run `sudo sluice run --docker ...`"))
-		case client().Reach(cmd.Context()) == nil:
-			// Its container watcher attaches every container under the
-			// root, the session's too, with the container policies.
-			return fail(fmt.Errorf("--docker: a sluice daemon runs (%s), whose container watcher would take the session's containers: not supported yet", api.SocketPath(socketFlag)))
+			return fail(fmt.Errorf("--docker needs root or a running sluice daemon (%v): run `sudo sluice run --docker ...`, or start `sluice daemon`", err))
 		}
 		return runBPF(cmd, o, policy, memMax, argv)
 	}

@@ -169,7 +169,8 @@ func TestWholeContainerConfined(t *testing.T) {
 	}
 }
 
-// daemonProc is a sluice daemon in the world namespace.
+// daemonProc is a sluice daemon in the world namespace (w set), or in
+// the test's own.
 type daemonProc struct {
 	w        *world.World
 	bin      string
@@ -181,7 +182,11 @@ type daemonProc struct {
 
 func (d *daemonProc) start(t *testing.T) {
 	t.Helper()
-	d.cmd = d.w.WorldCmd(context.Background(), d.bin, d.args...)
+	if d.w != nil {
+		d.cmd = d.w.WorldCmd(context.Background(), d.bin, d.args...)
+	} else {
+		d.cmd = exec.Command(d.bin, d.args...)
+	}
 	d.cmd.Env = append(os.Environ(), "SLUICE_INSTANCE="+d.instance)
 	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
 	if err := d.cmd.Start(); err != nil {
