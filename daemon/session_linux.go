@@ -65,6 +65,9 @@ type record struct {
 	// PID is the session's first process: since sessions have a
 	// supervisor (package exitstatus), the one a restarted daemon signals.
 	PID int `json:"pid,omitempty"`
+	// Docker is the session's Docker socket, which the supervisor keeps
+	// for the next daemon to serve again (sessions.Service.ResumeDocker).
+	Docker *sessions.DockerState `json:"docker,omitempty"`
 }
 
 func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDir(), name+".json") }
@@ -72,7 +75,7 @@ func (s *Server) recordPath(name string) string { return filepath.Join(s.stateDi
 func (ss *session) save() error {
 	p4, p6 := ss.Enforced().DNSPorts()
 	r := record{Name: ss.Info.Name, UID: ss.Info.UID, Created: ss.Info.Created, Audit: ss.Info.Audit, Ask: ss.Info.Ask, DNSPort4: p4, DNSPort6: p6,
-		ProxyPort: ss.ProxyPort, Parent: ss.Info.Parent, PID: ss.Info.PID, EnvSockets: ss.EnvSockets()}
+		ProxyPort: ss.ProxyPort, Parent: ss.Info.Parent, PID: ss.Info.PID, EnvSockets: ss.EnvSockets(), Docker: ss.Docker()}
 	if len(ss.Info.Argv) > 0 {
 		r.Argv0 = ss.Info.Argv[0]
 	}
@@ -294,6 +297,18 @@ func (s *Server) adopt(r record) error {
 	}
 	if fd, ok := supervisorPidfd(r.PID, r.Name); ok {
 		ss.pidfd, ss.Info.PID = fd, r.PID
+	}
+	if r.Docker != nil {
+		// Its containers stay confined as they were (their datapath
+		// entries outlived the daemon) whether or not this works.
+		switch {
+		case ss.pidfd < 0:
+			s.logf("session %s: its Docker socket cannot be served again: its supervisor is gone", r.Name)
+		default:
+			if err := s.svc.ResumeDocker(ss.Session, *r.Docker, ss.pidfd); err != nil {
+				s.logf("session %s: %v", r.Name, err)
+			}
+		}
 	}
 	s.register(ss)
 	_ = ss.save()

@@ -31,29 +31,100 @@ func (b *Broker) RemoveLeftovers(ctx context.Context, alive func(session string)
 	if root == "" {
 		return nil, nil
 	}
+	things, err := b.labelled(ctx)
+	if things == nil {
+		return nil, err
+	}
+	errs := []error{err}
+	var out []Leftover
+	for _, t := range things {
+		s := t.labels[SessionLabel]
+		if s == "" || s == b.cfg.Scope.Session || alive(s) {
+			continue
+		}
+		var err error
+		switch t.kind {
+		case "container":
+			err = b.remove(ctx, t.id)
+		case "network":
+			err = b.delete(ctx, "network", "/networks/"+t.id)
+		default:
+			err = b.delete(ctx, "volume", "/volumes/"+url.PathEscape(t.id))
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, Leftover{t.kind, t.id, s})
+	}
+	return out, errors.Join(errs...)
+}
+
+// Resume takes back what the broker's session made on the engine before
+// this broker served it (a daemon that served the session restarted):
+// its containers, networks and volumes, as their labels say, which only
+// a broker sets (a client's sluice labels are replaced). It returns the
+// ids of its running containers, which its session attaches again.
+func (b *Broker) Resume(ctx context.Context) ([]string, error) {
+	if b.cfg.Scope.Root == "" {
+		return nil, errors.New("resume: the broker has no root to find its session's things by")
+	}
+	things, err := b.labelled(ctx)
+	if things == nil && err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	var running []string
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range things {
+		if t.labels[SessionLabel] != b.cfg.Scope.Session {
+			continue
+		}
+		switch t.kind {
+		case "container":
+			b.owned[t.id] = true
+			if t.running {
+				running = append(running, t.id)
+			}
+		case "network":
+			b.networks[t.id] = true
+		default:
+			b.volumes[t.id] = true
+		}
+	}
+	return running, err
+}
+
+// thing is a container, network or volume of the broker's root.
+type thing struct {
+	kind, id string // a volume's id is its name
+	labels   map[string]string
+	running  bool // a running container
+}
+
+// labelled lists the containers (stopped ones too), networks and volumes
+// labelled with the broker's root. A failed list of networks or volumes
+// is an error beside what the others gave; a failed list of containers
+// gives nothing.
+func (b *Broker) labelled(ctx context.Context) ([]thing, error) {
+	root := b.cfg.Scope.Root
 	f, _ := json.Marshal(map[string][]string{"label": {RootLabel + "=" + root}})
 	filter := url.QueryEscape(string(f))
-	var out []Leftover
+	mine := func(labels map[string]string) bool { return labels[RootLabel] == root }
+	var out []thing
 	var errs []error
-	dead := func(labels map[string]string) bool {
-		s := labels[SessionLabel]
-		return labels[RootLabel] == root && s != "" && s != b.cfg.Scope.Session && !alive(s)
-	}
 
 	var cs []struct {
 		Id     string
+		State  string
 		Labels map[string]string
 	}
 	if err := b.getJSON(ctx, "/containers/json?all=1&filters="+filter, &cs); err != nil {
 		return nil, err
 	}
 	for _, c := range cs {
-		if dead(c.Labels) {
-			if err := b.remove(ctx, c.Id); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, Leftover{"container", c.Id, c.Labels[SessionLabel]})
+		if mine(c.Labels) {
+			out = append(out, thing{"container", c.Id, c.Labels, c.State == "running"})
 		}
 	}
 	var ns []struct {
@@ -64,12 +135,8 @@ func (b *Broker) RemoveLeftovers(ctx context.Context, alive func(session string)
 		errs = append(errs, err)
 	}
 	for _, n := range ns {
-		if dead(n.Labels) {
-			if err := b.delete(ctx, "network", "/networks/"+n.Id); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, Leftover{"network", n.Id, n.Labels[SessionLabel]})
+		if mine(n.Labels) {
+			out = append(out, thing{"network", n.Id, n.Labels, false})
 		}
 	}
 	var vs struct {
@@ -82,13 +149,12 @@ func (b *Broker) RemoveLeftovers(ctx context.Context, alive func(session string)
 		errs = append(errs, err)
 	}
 	for _, v := range vs.Volumes {
-		if dead(v.Labels) {
-			if err := b.delete(ctx, "volume", "/volumes/"+url.PathEscape(v.Name)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, Leftover{"volume", v.Name, v.Labels[SessionLabel]})
+		if mine(v.Labels) {
+			out = append(out, thing{"volume", v.Name, v.Labels, false})
 		}
+	}
+	if out == nil {
+		out = []thing{}
 	}
 	return out, errors.Join(errs...)
 }

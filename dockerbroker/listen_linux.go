@@ -24,11 +24,19 @@ func Listen(path string, uid, gid int) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker socket: %w", err)
 	}
+	// The name stays when the listener closes: the session's supervisor
+	// may hold the socket for the next daemon, and its session's end
+	// removes the name.
+	if ul, ok := l.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false)
+	}
 	if err := os.Chmod(path, 0o600); err != nil {
+		os.Remove(path)
 		l.Close()
 		return nil, fmt.Errorf("docker socket: %w", err)
 	}
 	if err := os.Chown(path, uid, gid); err != nil {
+		os.Remove(path)
 		l.Close()
 		return nil, fmt.Errorf("docker socket: %w", err)
 	}

@@ -126,6 +126,13 @@ type CommandSpec struct {
 	// learns it. The caller opens it (the supervisor runs as User) and
 	// closes its copy once the command has started.
 	ExitStatus *os.File
+	// Kept, with ExitStatus only, is a file the supervisor holds open for
+	// the session's life as its descriptor KeptFD, never the command's:
+	// a listening socket of the session's (its Docker socket) that must
+	// outlive a daemon restart, so that its name and the bind mounts of it
+	// stay the same socket and clients queue instead of failing. The next
+	// daemon takes it back with pidfd_getfd.
+	Kept *os.File
 	// Sandbox is what the command may touch besides the network; the
 	// zero value is every layer on.
 	Sandbox SandboxSpec
@@ -181,6 +188,11 @@ func (c CommandSpec) build(self, session string, proxyEnv []string) (*exec.Cmd, 
 		// the command's supervisor (shim.FlagExitFD).
 		args = append([]string{args[0], args[1], shim.FlagExitFD, "3"}, args[2:]...)
 		extra = []*os.File{c.ExitStatus}
+		if c.Kept != nil {
+			extra = append(extra, c.Kept)
+		}
+	} else if c.Kept != nil {
+		return nil, errors.New("a kept file (Kept) needs a supervisor (ExitStatus) to hold it")
 	}
 	return &exec.Cmd{
 		Path:       self,
@@ -193,6 +205,10 @@ func (c CommandSpec) build(self, session string, proxyEnv []string) (*exec.Cmd, 
 		ExtraFiles: extra,
 	}, nil
 }
+
+// KeptFD is the supervisor's descriptor of CommandSpec.Kept: 3 is its
+// exit status.
+const KeptFD = 4
 
 // spawner is what starting a command needs from the machine: check that
 // the datapath is in force on the session's cgroup, and spawn into it.

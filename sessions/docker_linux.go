@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,10 @@ import (
 type dockerSession struct {
 	path string
 	b    *dockerbroker.Broker
+	// engine, workspace and listener are what it was made with
+	// (DockerState), listener nil until it serves.
+	engine, workspace string
+	listener          net.Listener
 
 	mu       sync.Mutex
 	children map[string]*Session // by container id
@@ -132,13 +137,25 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 	if ws == "" {
 		if ws, err = os.Getwd(); err != nil {
 			l.Close()
+			os.Remove(path)
 			return fmt.Errorf("the session's workspace: %w", err)
 		}
 	}
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = r
 	}
-	d := &dockerSession{path: path, children: map[string]*Session{}, guardedSet: make(chan struct{})}
+	d := sv.newDockerSession(ss, path, engine, ws)
+	d.listener = l
+	go func() { _ = d.b.Serve(l) }()
+	ss.docker = d
+	go sv.removeLeftovers(ss, d.b)
+	return nil
+}
+
+// newDockerSession is ss's broker for the engine at engine, serving the
+// socket path, with the workspace ws.
+func (sv *Service) newDockerSession(ss *Session, path, engine, ws string) *dockerSession {
+	d := &dockerSession{path: path, engine: engine, workspace: ws, children: map[string]*Session{}, guardedSet: make(chan struct{})}
 	d.b = dockerbroker.New(dockerbroker.Config{
 		Scope: dockerbroker.Scope{Session: ss.Name(), Root: sv.e.Root().Name(), Workspace: ws, CgroupParent: containerParent(sv.e.Root()),
 			Resolve: filepath.EvalSymlinks, Sockets: []string{engine, path}, Guarded: d.guardedPaths},
@@ -151,10 +168,98 @@ func (sv *Service) startDocker(ss *Session, plan *Plan, path string) error {
 		OnStart: func(id string) error { return sv.attachContainer(ss, d, id) },
 		OnBuild: func(container string) (string, func(), error) { return sv.buildParent(ss, d, container) },
 	})
-	go func() { _ = d.b.Serve(l) }()
+	return d
+}
+
+// DockerState is what a session's Docker socket needs to be served again
+// by the next daemon (ResumeDocker): the socket, the engine, the
+// workspace and the paths its binds may not open.
+type DockerState struct {
+	Socket    string   `json:"socket"`
+	Engine    string   `json:"engine"`
+	Workspace string   `json:"workspace"`
+	Guarded   []string `json:"guarded,omitempty"`
+}
+
+// Docker is the session's Docker socket's state, nil when it has none.
+func (ss *Session) Docker() *DockerState {
+	d := ss.docker
+	if d == nil {
+		return nil
+	}
+	st := &DockerState{Socket: d.path, Engine: d.engine, Workspace: d.workspace}
+	select {
+	case <-d.guardedSet:
+		st.Guarded = slices.Clone(d.guarded)
+	default:
+	}
+	return st
+}
+
+// keptListener is the descriptor of ss's Docker socket for the session's
+// supervisor to hold across daemon restarts (enforcer.CommandSpec.Kept),
+// nil when it has none.
+func (ss *Session) keptListener() (*os.File, error) {
+	if ss.docker == nil || ss.docker.listener == nil {
+		return nil, nil
+	}
+	ul, ok := ss.docker.listener.(*net.UnixListener)
+	if !ok {
+		return nil, fmt.Errorf("docker socket: a %T, not a unix listener", ss.docker.listener)
+	}
+	return ul.File()
+}
+
+// ResumeDocker serves again the Docker socket of ss, a session a
+// restarted daemon re-adopted, as st says: the listening socket is the
+// one its supervisor (pidfd) kept (so the name the session knows, and
+// the bind mounts of it, stay the same socket, and clients that
+// connected meanwhile are served now), the broker takes back what the
+// session made on the engine by its labels, and its running containers
+// are attached again as its children. Until then they stayed what they
+// were, confined by the entries the datapath kept.
+func (sv *Service) ResumeDocker(ss *Session, st DockerState, pidfd int) error {
+	if !sv.cfg.Docker {
+		return errors.New("docker: this service gives no Docker sockets")
+	}
+	fd, err := unix.PidfdGetfd(pidfd, enforcer.KeptFD, 0)
+	if err != nil {
+		return fmt.Errorf("docker: the socket the session's supervisor kept: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), st.Socket)
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("docker: the socket the session's supervisor kept: %w", err)
+	}
+	ul, ok := l.(*net.UnixListener)
+	if !ok || ul.Addr().String() != st.Socket {
+		l.Close()
+		return fmt.Errorf("docker: the supervisor's descriptor %d is not the session's socket %s (%v)", enforcer.KeptFD, st.Socket, l.Addr())
+	}
+	ul.SetUnlinkOnClose(false)
+	d := sv.newDockerSession(ss, st.Socket, st.Engine, st.Workspace)
+	d.listener = l
+	d.setGuarded(st.Guarded)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	running, err := d.b.Resume(ctx)
+	if err != nil && running == nil {
+		l.Close()
+		return fmt.Errorf("docker: %w", err)
+	}
 	ss.docker = d
-	go sv.removeLeftovers(ss, d.b)
-	return nil
+	go func() { _ = d.b.Serve(l) }()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range running {
+		if err := sv.attachContainer(ss, d, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // removeLeftovers removes what earlier sessions of this root left on the

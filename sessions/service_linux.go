@@ -205,9 +205,21 @@ func (sv *Service) Start(plan *Plan, w World, files [3]*os.File, extra []*os.Fil
 		return nil, err
 	}
 	spec.ExitStatus = status
+	if status != nil {
+		// A supervised session's supervisor keeps its Docker socket for
+		// the next daemon (ResumeDocker).
+		if spec.Kept, err = ss.keptListener(); err != nil {
+			status.Close()
+			sv.drop(ss)
+			return nil, wrapf(Internal, err, "docker")
+		}
+	}
 	cmd, err := es.Start(spec)
 	if status != nil {
 		status.Close()
+	}
+	if spec.Kept != nil {
+		spec.Kept.Close()
 	}
 	if err != nil {
 		close(ss.started)

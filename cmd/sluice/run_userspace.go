@@ -31,7 +31,7 @@ func runUserspace(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, ar
 		return fail(fmt.Errorf("audit mode (--audit, sluice learn), --pids-max and --memory-max need mode bpf (this run would use %s)", mode))
 	}
 	if o.docker {
-		return fail(fmt.Errorf("--docker needs mode bpf as root (this run would use %s, which cannot confine the engine's containers)", mode))
+		return fail(fmt.Errorf("--docker needs mode bpf, as root or through a daemon (this run would use %s, which cannot confine the engine's containers)", mode))
 	}
 	if o.ask == askOn {
 		return fail(fmt.Errorf("--ask needs mode bpf and the sluice daemon (this run would use %s); --ask=never works everywhere", mode))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -103,5 +104,23 @@ func Supervise(status *os.File, args []string) (int, error) {
 	}
 	child := &exec.Cmd{Path: self, Args: append([]string{self, Name}, args...),
 		Env: os.Environ(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	// What the daemon handed the supervisor besides its status (a
+	// listening socket it keeps for the session, descriptor 4) is the
+	// supervisor's alone, as the status is.
+	closeOnExecAbove(2)
 	return exitstatus.Supervise(child, status), nil
+}
+
+// closeOnExecAbove marks every open descriptor above n close-on-exec, so
+// that what the process inherited is not passed on to its children.
+func closeOnExecAbove(n int) {
+	des, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		if fd, err := strconv.Atoi(de.Name()); err == nil && fd > n {
+			unix.CloseOnExec(fd)
+		}
+	}
 }

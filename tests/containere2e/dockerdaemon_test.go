@@ -28,16 +28,23 @@ const engineGroup = 64000
 // daemonDockerScript is what the agent does in a `sluice run --docker`
 // session the daemon serves, as an unprivileged user: run a container of
 // its own, wait for the test to link it to the world, probe an allowed
-// and a denied world host from it, and try a refused create.
+// and a denied world host from it; then, once the test restarted the
+// daemon, list its containers, probe again and try a refused create.
 const daemonDockerScript = `set -u
 cd "$WS"
 export HOME="$WS" DOCKER_CONFIG="$WS/.docker"
 echo "$DOCKER_HOST" > host.out
 timeout 60 docker run -d --name agent --network none -v "$WS/probe:/usr/local/bin/probe:ro" "$IMG" sleep 600 > agent.out 2>&1 || { cat agent.out; exit 3; }
 touch started
-i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
-docker exec agent probe tcp "$ALLOWED" "$APORT" > allowed.json 2> allowed.err
-docker exec agent probe tcp "$DENIED" "$DPORT" > denied.json 2> denied.err
+w() { i=0; while [ ! -e "$1" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
+w go1
+docker exec agent probe tcp "$ALLOWED" "$APORT" > allowed1.json 2> allowed1.err
+docker exec agent probe tcp "$DENIED" "$DPORT" > denied1.json 2> denied1.err
+touch probed1
+w go2
+docker ps --format '{{.Names}}' > ps.out 2>&1
+docker exec agent probe tcp "$ALLOWED" "$APORT" > allowed2.json 2> allowed2.err
+docker exec agent probe tcp "$DENIED" "$DPORT" > denied2.json 2> denied2.err
 docker run --rm --privileged "$IMG" true > privileged.out 2>&1; echo "exit=$?" >> privileged.out
 touch done
 `
@@ -148,20 +155,38 @@ func TestDockerSessionThroughTheDaemon(t *testing.T) {
 		t.Errorf("the agent's container: session label, cgroup parent = %q, want a label and /%s", labels, instance)
 	}
 	moveClientLink(t, w, containerPid(t, e, "agent"))
-	r.touch("go")
+	r.touch("go1")
+	r.waitFile("probed1", 60*time.Second)
+	// A kill -9 of the daemon and a new one: the session's supervisor
+	// kept its Docker socket, the new daemon serves it again, takes back
+	// the session's container and attaches it again.
+	d.kill()
+	d.start(t)
+	waitAudit(t, auditLog, "session_adopted", 1)
+	r.touch("go2")
 	r.end(3 * time.Minute)
 
 	if h := strings.TrimSpace(r.read("host")); !strings.HasPrefix(h, "unix://") || h == e.Host {
 		t.Errorf("the session's DOCKER_HOST is %q, want the broker's socket", h)
 	}
-	if p := readProbe(t, filepath.Join(ws, "allowed.json")); !p.OK {
-		b, _ := os.ReadFile(filepath.Join(ws, "allowed.err"))
-		t.Errorf("the session's container to an allowed host: %s %s", p, b)
-	}
-	if p := readProbe(t, filepath.Join(ws, "denied.json")); p.OK || p.Errno != "EPERM" {
-		t.Errorf("the session's container to a host the machine allows and the session does not: %s, want EPERM", p)
+	for _, n := range []string{"1", "2 (after the daemon's restart)"} {
+		if p := readProbe(t, filepath.Join(ws, "allowed"+n[:1]+".json")); !p.OK {
+			b, _ := os.ReadFile(filepath.Join(ws, "allowed"+n[:1]+".err"))
+			t.Errorf("the session's container to an allowed host, probe %s: %s %s", n, p, b)
+		}
+		if p := readProbe(t, filepath.Join(ws, "denied"+n[:1]+".json")); p.OK || p.Errno != "EPERM" {
+			t.Errorf("the session's container to a host the machine allows and the session does not, probe %s: %s, want EPERM", n, p)
+		}
 	}
 	w.AssertNothingArrived(t, world.All(world.To(world.DeniedV4), world.Since(mark)), 200*time.Millisecond)
+	if got := strings.TrimSpace(r.read("ps")); got != "agent" {
+		t.Errorf("docker ps after the daemon's restart: %q, want the session's container", got)
+	}
+	// Both denials are the session's lines: after the restart too, the
+	// container is the session's child again.
+	if n := strings.Count(r.out.String(), "denied probe["); n != 2 {
+		t.Errorf("%d denial lines for the container's probes on the user's terminal, want 2:\n%s", n, r.out)
+	}
 	if p := r.read("privileged"); !strings.Contains(p, "--privileged") || strings.Contains(p, "exit=0") {
 		t.Errorf("docker run --privileged: %s", p)
 	}
