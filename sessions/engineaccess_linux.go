@@ -36,6 +36,14 @@ func EngineAccess(path string, c Caller) error {
 	if !permits(&st, c, 0o2) {
 		return fmt.Errorf("user %d may not connect to %s (%s %d:%d)", c.UID, path, os.FileMode(st.Mode&0o777), st.Uid, st.Gid)
 	}
+	// The broker dials the name again for every request, as root: a name
+	// the user could change after this check (a socket of its own, then a
+	// link to the engine in its place) would lend it root's access.
+	for _, p := range []string{path, resolved} {
+		if err := rootHeld(p, c); err != nil {
+			return fmt.Errorf("the engine's socket %s: %w", path, err)
+		}
+	}
 	// Every directory above it must let the user search it.
 	for dir := filepath.Dir(resolved); ; dir = filepath.Dir(dir) {
 		var ds unix.Stat_t
@@ -64,4 +72,33 @@ func permits(st *unix.Stat_t, c Caller, want uint32) bool {
 	default:
 		return mode&want == want
 	}
+}
+
+// rootHeld is nil when no part of path can be changed by c: every
+// component (links and the socket too) is root's, and no directory on
+// the way lets c replace its entry (writable by c only with the sticky
+// bit, whose entries only their owner, root, may rename).
+func rootHeld(path string, c Caller) error {
+	cur := "/"
+	for _, name := range strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/") {
+		if name == "" {
+			continue
+		}
+		next := filepath.Join(cur, name)
+		var ds, ns unix.Stat_t
+		if err := unix.Stat(cur, &ds); err != nil {
+			return err
+		}
+		if err := unix.Lstat(next, &ns); err != nil {
+			return err
+		}
+		if ns.Uid != 0 {
+			return fmt.Errorf("%s belongs to uid %d, not root", next, ns.Uid)
+		}
+		if permits(&ds, c, 0o2) && ds.Mode&unix.S_ISVTX == 0 {
+			return fmt.Errorf("user %d may replace %s (%s is writable to it)", c.UID, next, cur)
+		}
+		cur = next
+	}
+	return nil
 }

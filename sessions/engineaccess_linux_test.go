@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -73,7 +74,46 @@ func TestEngineAccess(t *testing.T) {
 	if err := EngineAccess(sock, member); err == nil {
 		t.Error("the owner without write permission: allowed")
 	}
+	// A socket of the user's own, which it could later replace with a
+	// link to the engine: refused, whatever its bits.
+	if err := os.Chmod(sock, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := EngineAccess(sock, member); err == nil || !strings.Contains(err.Error(), "not root") {
+		t.Errorf("the user's own socket: %v", err)
+	}
+	if err := os.Chown(sock, 0, 998); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chmod(sock, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	// A directory on the way the user may write: it could swap the name.
+	if err := os.Chmod(sub, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := EngineAccess(sock, member); err == nil || !strings.Contains(err.Error(), "may replace") {
+		t.Errorf("a socket in a directory the user may write: %v", err)
+	}
+	// With the sticky bit, only root may rename root's entries there.
+	if err := os.Chmod(sub, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if err := EngineAccess(sock, member); err != nil {
+		t.Errorf("a root socket in a sticky directory: %v", err)
+	}
+	// A link the user owns, to the engine's socket.
+	own := filepath.Join(t.TempDir(), "mine.sock")
+	if err := os.Symlink(sock, own); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(own, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := EngineAccess(own, member); err == nil {
+		t.Error("a link of the user's to the engine: allowed")
+	}
+	if err := os.Chmod(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// A directory on the way that the user may not search.
