@@ -724,10 +724,12 @@ static long kdns_rr_step(__u32 i, void *ctx)
 struct kdns_learn {
 	struct kdns_ascratch *s;
 	__u64 session;
-	__u64 now;
-	__u32 naddr;
 	struct kdns_session *ks;
+	struct kdns_query *q; /* the question the answer is for */
+	__u32 naddr;
 	int full;
+	/* No more: the ingress program's stack with this frame's is at the
+	 * verifier's 512-byte bound. */
 };
 
 static long kdns_learn_step(__u32 i, void *ctx)
@@ -743,11 +745,12 @@ static long kdns_learn_step(__u32 i, void *ctx)
 		ttl = c->ks->max_ttl;
 	struct learned_key k = {.session = c->session};
 	__builtin_memcpy(k.addr, a->addr, 16);
-	struct learned_value v = {.expires = c->now + (ttl + c->ks->grace) * 1000000000ULL};
+	struct learned_value v = {.expires = bpf_ktime_get_boot_ns() + (ttl + c->ks->grace) * 1000000000ULL};
 	struct learned_value *old = bpf_map_lookup_elem(&learned, &k);
 	/* The kernel path learns only names without "ports": the address is
 	 * now open on every port (the union of its names' rules). */
 	bpf_map_delete_elem(&learned_ports, &k);
+	bpf_map_update_elem(&kdns_learned_from, &k, c->q, BPF_ANY);
 	if (old) {
 		/* An expiry only grows. */
 		if (old->expires < v.expires)
@@ -865,8 +868,7 @@ static __always_inline int kdns_ingress_judge(struct __sk_buff *skb, __u64 sessi
 		goto punt;
 	/* Only a NOERROR answer teaches anything; others pass as they are. */
 	if ((hdr[3] & 0x0f) == 0 && w.naddr) {
-		struct kdns_learn lc = {.s = s, .session = session, .now = bpf_ktime_get_boot_ns(),
-					.naddr = w.naddr, .ks = ks};
+		struct kdns_learn lc = {.s = s, .session = session, .naddr = w.naddr, .ks = ks, .q = q};
 		bpf_loop(KDNS_MAX_ADDRS, kdns_learn_step, &lc, 0);
 		if (lc.full) {
 			why = KDNS_WHY_MAP_FULL;

@@ -91,6 +91,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kdns_queries SEC(".maps");
 
+/* kdns_learned_from: per session and address, the query whose answer the
+ * kernel path last learned the address from, for its name: a later
+ * refusal on that address says which name it was allowed for, as the
+ * resolver path's does. An LRU, since it explains and decides nothing: an
+ * evicted entry only leaves a line without the name. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, KDNS_MAX_LEARNED_FROM);
+	__type(key, struct learned_key);
+	__type(value, struct kdns_query);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kdns_learned_from SEC(".maps");
+
 /* One ring buffer per session with a reader of its own (sluice run), as
  * for deny events; kdns_events for sessions a daemon serves. */
 struct {

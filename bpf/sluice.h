@@ -207,6 +207,7 @@ struct unix_event {
 #define KDNS_MAX_SESSIONS MAX_SESSIONS
 #define KDNS_MAX_NAMES (64 * 1024)
 #define KDNS_MAX_QUERIES (16 * 1024)
+#define KDNS_MAX_LEARNED_FROM (4 * 1024)
 #define KDNS_RINGBUF_SIZE (256 * 1024)
 #define KDNS_MSG_MAX 512 /* bytes of a message an event carries */
 

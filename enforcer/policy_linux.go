@@ -97,6 +97,23 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 // Resolver is the session's resolver, or nil.
 func (s *Session) Resolver() *dnsresolver.Resolver { return s.resolver }
 
+// LearnedFrom names the host names addr was learned from for the session:
+// the resolver's, and the one the kernel DNS path last learned it from
+// (which the resolver never saw: answers the kernel judged itself, while
+// the session's DNS failed over, or on the kernel path), so that a
+// refusal on the address says which name it was allowed for on every
+// path.
+func (s *Session) LearnedFrom(addr netip.Addr) []string {
+	var names []string
+	if s.resolver != nil {
+		names = s.resolver.LearnedFrom(addr)
+	}
+	if n := s.e.dp.KDNSLearnedFrom(s.cg.ID(), addr); n != "" && !slices.Contains(names, n) {
+		names = append(names, n)
+	}
+	return names
+}
+
 // Populated reports whether processes are left in the session.
 func (s *Session) Populated() (bool, error) { return s.cg.Populated() }
 

@@ -56,9 +56,7 @@ func (s *Session) startVerifier(opts Options) error {
 		OnRefuse: onRefuse,
 		Audit:    opts.Audit,
 	}
-	if s.resolver != nil {
-		cfg.LearnedFrom = s.resolver.LearnedFrom
-	}
+	cfg.LearnedFrom = s.LearnedFrom
 	// Without the splice map's program the verifier copies the bytes of
 	// an allowed connection through user space (splice(2)).
 	if opts.Verify != nil && opts.Verify.KernelSplice && s.e.dp.PrepareSplice() == nil {

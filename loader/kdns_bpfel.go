@@ -24,6 +24,7 @@ const (
 	kdnsMapKdnsAscratch       = "kdns_ascratch"
 	kdnsMapKdnsCounts         = "kdns_counts"
 	kdnsMapKdnsEvents         = "kdns_events"
+	kdnsMapKdnsLearnedFrom    = "kdns_learned_from"
 	kdnsMapKdnsNames          = "kdns_names"
 	kdnsMapKdnsQscratch       = "kdns_qscratch"
 	kdnsMapKdnsQueries        = "kdns_queries"
@@ -118,6 +119,7 @@ type kdnsMapSpecs struct {
 	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
 	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
+	KdnsLearnedFrom   *ebpf.MapSpec `ebpf:"kdns_learned_from"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
@@ -186,6 +188,7 @@ type kdnsMaps struct {
 	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
 	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
+	KdnsLearnedFrom   *ebpf.Map `ebpf:"kdns_learned_from"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
@@ -215,6 +218,7 @@ func (m *kdnsMaps) Close() error {
 		m.KdnsAscratch,
 		m.KdnsCounts,
 		m.KdnsEvents,
+		m.KdnsLearnedFrom,
 		m.KdnsNames,
 		m.KdnsQscratch,
 		m.KdnsQueries,

@@ -753,3 +753,42 @@ func (d *Datapath) KDNSForwarded() (uint64, error) {
 	}
 	return n, nil
 }
+
+// KDNSLearnedFrom is the name the kernel DNS path last learned addr from
+// for the session cgid, "" when it learned none there (or its entry was
+// evicted: kdns_learned_from explains, it decides nothing).
+func (d *Datapath) KDNSLearnedFrom(cgid uint64, addr netip.Addr) string {
+	k := sluiceLearnedKey{Session: cgid, Addr: addr.Unmap().As16()}
+	var q sluiceKdnsQuery
+	if err := d.objs.KdnsLearnedFrom.Lookup(&k, &q); err != nil {
+		return ""
+	}
+	return textName(q.Name[:min(int(q.NameLen), len(q.Name))])
+}
+
+// textName is the dotted form of a lower-case wire-form name, "" for one
+// that is not well formed.
+func textName(wire []byte) string {
+	var b strings.Builder
+	for i := 0; i < len(wire); {
+		n := int(wire[i])
+		if n == 0 {
+			return b.String()
+		}
+		if n > 63 || i+1+n > len(wire) {
+			return ""
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		for _, c := range wire[i+1 : i+1+n] {
+			if c <= ' ' || c >= 0x7f || c == '.' || c == '\\' {
+				fmt.Fprintf(&b, "\\%03d", c)
+				continue
+			}
+			b.WriteByte(c)
+		}
+		i += 1 + n
+	}
+	return ""
+}

@@ -322,6 +322,7 @@ const (
 	sluiceMapEvents              = "events"
 	sluiceMapKdnsCounts          = "kdns_counts"
 	sluiceMapKdnsEvents          = "kdns_events"
+	sluiceMapKdnsLearnedFrom     = "kdns_learned_from"
 	sluiceMapKdnsNames           = "kdns_names"
 	sluiceMapKdnsQueries         = "kdns_queries"
 	sluiceMapKdnsSessionEvents   = "kdns_session_events"
@@ -454,6 +455,7 @@ type sluiceMapSpecs struct {
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
+	KdnsLearnedFrom   *ebpf.MapSpec `ebpf:"kdns_learned_from"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.MapSpec `ebpf:"kdns_session_events"`
@@ -530,6 +532,7 @@ type sluiceMaps struct {
 	Events            *ebpf.Map `ebpf:"events"`
 	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
+	KdnsLearnedFrom   *ebpf.Map `ebpf:"kdns_learned_from"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
 	KdnsSessionEvents *ebpf.Map `ebpf:"kdns_session_events"`
@@ -566,6 +569,7 @@ func (m *sluiceMaps) Close() error {
 		m.Events,
 		m.KdnsCounts,
 		m.KdnsEvents,
+		m.KdnsLearnedFrom,
 		m.KdnsNames,
 		m.KdnsQueries,
 		m.KdnsSessionEvents,

@@ -5,7 +5,6 @@ package sessions
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -203,11 +202,7 @@ func (ss *Session) KernelEvent(ev loader.Event) {
 	}
 	ss.waitStarted()
 	ev = ss.es.ExplainPort(ev)
-	var learnedFrom func(netip.Addr) []string
-	if r := ss.es.Resolver(); r != nil {
-		learnedFrom = r.LearnedFrom
-	}
-	ss.Deliver(audit.FromKernel(ss.Info.Name, ev, learnedFrom))
+	ss.Deliver(audit.FromKernel(ss.Info.Name, ev, ss.es.LearnedFrom))
 	ss.askAddr(ev)
 }
 

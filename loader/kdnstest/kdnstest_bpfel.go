@@ -159,6 +159,7 @@ const (
 	kdnstestMapKdnsAscratch       = "kdns_ascratch"
 	kdnstestMapKdnsCounts         = "kdns_counts"
 	kdnstestMapKdnsEvents         = "kdns_events"
+	kdnstestMapKdnsLearnedFrom    = "kdns_learned_from"
 	kdnstestMapKdnsNames          = "kdns_names"
 	kdnstestMapKdnsQscratch       = "kdns_qscratch"
 	kdnstestMapKdnsQueries        = "kdns_queries"
@@ -257,6 +258,7 @@ type kdnstestMapSpecs struct {
 	KdnsAscratch      *ebpf.MapSpec `ebpf:"kdns_ascratch"`
 	KdnsCounts        *ebpf.MapSpec `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.MapSpec `ebpf:"kdns_events"`
+	KdnsLearnedFrom   *ebpf.MapSpec `ebpf:"kdns_learned_from"`
 	KdnsNames         *ebpf.MapSpec `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.MapSpec `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.MapSpec `ebpf:"kdns_queries"`
@@ -325,6 +327,7 @@ type kdnstestMaps struct {
 	KdnsAscratch      *ebpf.Map `ebpf:"kdns_ascratch"`
 	KdnsCounts        *ebpf.Map `ebpf:"kdns_counts"`
 	KdnsEvents        *ebpf.Map `ebpf:"kdns_events"`
+	KdnsLearnedFrom   *ebpf.Map `ebpf:"kdns_learned_from"`
 	KdnsNames         *ebpf.Map `ebpf:"kdns_names"`
 	KdnsQscratch      *ebpf.Map `ebpf:"kdns_qscratch"`
 	KdnsQueries       *ebpf.Map `ebpf:"kdns_queries"`
@@ -354,6 +357,7 @@ func (m *kdnstestMaps) Close() error {
 		m.KdnsAscratch,
 		m.KdnsCounts,
 		m.KdnsEvents,
+		m.KdnsLearnedFrom,
 		m.KdnsNames,
 		m.KdnsQscratch,
 		m.KdnsQueries,

@@ -7,7 +7,6 @@ package daemone2e
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,12 +69,8 @@ func TestDaemonSessionChecksNames(t *testing.T) {
 }
 
 // allowedFor is the end of a refusal's explanation: the names the address
-// was learned for, which the kernel DNS path (SLUICE_E2E_DNS_PATH=kernel)
-// does not know (it learns addresses in the kernel, without their names),
-// so there the line says only that the name is not allowed.
+// was learned for, on every DNS path (the kernel path's from
+// kdns_learned_from).
 func allowedFor(name string) string {
-	if os.Getenv("SLUICE_E2E_DNS_PATH") == "kernel" {
-		return "the name is not allowed"
-	}
 	return "the address was allowed for " + name
 }
