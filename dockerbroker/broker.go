@@ -76,12 +76,15 @@ type Broker struct {
 	// images is held by builds (read) and pulls (write): no pull of the
 	// session's changes an image between a build's judging and its end.
 	images sync.RWMutex
+	// proxy is the session's pull-through registry (pullproxy.go).
+	proxy *pullProxy
 }
 
 // New is a broker for cfg; Serve starts it.
 func New(cfg Config) *Broker {
 	b := &Broker{cfg: cfg, owned: map[string]bool{}, execs: map[string]bool{}, conns: map[net.Conn]struct{}{},
 		networks: map[string]bool{}, volumes: map[string]bool{}}
+	b.proxy = newPullProxy(b)
 	b.engine = &http.Client{Transport: &http.Transport{DialContext: b.dialEngine, DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	b.srv = &http.Server{Handler: http.HandlerFunc(b.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
 	b.cfg.Scope.Owns = func(ref string) bool { _, ok := b.resolveOwn(context.Background(), ref); return ok }
@@ -104,6 +107,7 @@ func (b *Broker) Serve(l net.Listener) error {
 // wait) end at once.
 func (b *Broker) Close() error {
 	err := b.srv.Close()
+	b.proxy.close()
 	b.mu.Lock()
 	b.closed = true
 	conns := b.conns
@@ -344,7 +348,11 @@ func (b *Broker) registry(w http.ResponseWriter, r *http.Request, verb, image st
 		// Waits for the session's builds: see Broker.images.
 		b.images.Lock()
 		defer b.images.Unlock()
+		b.servePull(w, r, image)
+		return
 	}
+	// A push goes to the engine as asked: the engine reaches the
+	// registry itself (its realm and redirects unjudged).
 	b.forward(w, r, nil, nil)
 }
 

@@ -3,11 +3,9 @@
 package dockerbroker
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -233,44 +231,15 @@ func (b *Broker) imageOnBuild(ctx context.Context, ref string) ([]string, bool) 
 }
 
 // pullImage pulls ref (for platform, "" for the engine's) through the
-// engine (a registry already judged) and
-// reads the pull's progress to its end: an error comes inside it.
+// broker's pull proxy (a registry already judged; every host it leads
+// to judged there) and waits for its end.
 func (b *Broker) pullImage(ctx context.Context, ref, platform, auth string) error {
 	name, tag := splitTag(ref)
-	q := url.Values{"fromImage": {name}}
-	if tag != "" {
-		q.Set("tag", tag)
-	}
+	q := url.Values{}
 	if platform != "" {
 		q.Set("platform", platform)
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://docker/images/create?"+q.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	if auth != "" {
-		req.Header.Set("X-Registry-Auth", auth)
-	}
-	resp, err := b.roundTrip(req, []byte{})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var m struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Error != "" {
-			return errors.New(m.Error)
-		}
-	}
-	return sc.Err()
+	return b.pullThrough(ctx, name, tag, q, auth, nil)
 }
 
 // registryAuth is the X-Registry-Auth of a pull from host, taken from a

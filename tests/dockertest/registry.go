@@ -62,6 +62,96 @@ type Registry struct {
 	manifests map[string]map[string]string // repository -> tag or digest -> manifest digest
 	types     map[string]string            // manifest digest -> media type
 	uploads   map[string]bool              // upload ids in progress
+	realm     *Side                        // RequireToken's
+	blobHost  *Side                        // RedirectBlobs'
+}
+
+// Side is a server beside a Registry on another port of 127.0.0.1: the
+// auth realm it sends the engine to for a token (StartRealm), or the
+// host it redirects blob fetches to (StartBlobHost). It records every
+// request it gets.
+type Side struct {
+	// Addr is its host:port.
+	Addr  string
+	token string
+	mu    sync.Mutex
+	reqs  []Request
+}
+
+// Requests are the requests the side server got so far, in order.
+func (s *Side) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+func startSide(t testing.TB, h func(s *Side, w http.ResponseWriter, q *http.Request)) *Side {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rnd [16]byte
+	_, _ = rand.Read(rnd[:])
+	s := &Side{Addr: l.Addr().String(), token: hex.EncodeToString(rnd[:])}
+	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		s.mu.Lock()
+		s.reqs = append(s.reqs, Request{Method: q.Method, Path: q.URL.Path, Host: q.Host})
+		s.mu.Unlock()
+		h(s, w, q)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+// StartRealm starts an auth realm: GET /token answers a bearer token
+// (the same for every client, new per realm), which RequireToken makes
+// a registry ask for.
+func StartRealm(t testing.TB) *Side {
+	return startSide(t, func(s *Side, w http.ResponseWriter, q *http.Request) {
+		if q.URL.Path != "/token" {
+			http.NotFound(w, q)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"token": s.token, "access_token": s.token})
+	})
+}
+
+// RequireToken makes r answer every request without realm's bearer
+// token with 401 and a challenge naming realm (as Docker Hub does).
+func (r *Registry) RequireToken(realm *Side) {
+	r.mu.Lock()
+	r.realm = realm
+	r.mu.Unlock()
+}
+
+// StartBlobHost starts a host that serves r's blobs at /blobs/<digest>,
+// as a CDN a registry redirects to; RedirectBlobs makes r send there.
+func StartBlobHost(t testing.TB, r *Registry) *Side {
+	return startSide(t, func(s *Side, w http.ResponseWriter, q *http.Request) {
+		d := strings.TrimPrefix(q.URL.Path, "/blobs/")
+		if !r.hasBlob(d) {
+			http.NotFound(w, q)
+			return
+		}
+		f, err := os.Open(r.blobPath(d))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, q, "", time.Time{}, f)
+	})
+}
+
+// RedirectBlobs makes r answer blob fetches with a 307 to host.
+func (r *Registry) RedirectBlobs(host *Side) {
+	r.mu.Lock()
+	r.blobHost = host
+	r.mu.Unlock()
 }
 
 // Request is one request a Registry got: its method, path and Host
@@ -403,9 +493,22 @@ var (
 func (r *Registry) serveHTTP(w http.ResponseWriter, q *http.Request) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, Request{Method: q.Method, Path: q.URL.Path, Host: q.Host})
+	realm, blobHost := r.realm, r.blobHost
 	r.mu.Unlock()
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 	p := q.URL.Path
+	if realm != nil && q.Header.Get("Authorization") != "Bearer "+realm.token {
+		c := fmt.Sprintf(`Bearer realm="http://%s/token",service="test-registry"`, realm.Addr)
+		for _, re := range []*regexp.Regexp{manifestRoute, blobRoute, uploadsRoute, uploadRoute} {
+			if m := re.FindStringSubmatch(p); m != nil {
+				c += fmt.Sprintf(`,scope="repository:%s:pull"`, m[1])
+				break
+			}
+		}
+		w.Header().Set("WWW-Authenticate", c)
+		regError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+		return
+	}
 	get := q.Method == http.MethodGet || q.Method == http.MethodHead
 	switch {
 	case p == "/v2/" && get:
@@ -429,6 +532,10 @@ func (r *Registry) serveHTTP(w http.ResponseWriter, q *http.Request) {
 		d := blobRoute.FindStringSubmatch(p)[2]
 		if !r.hasBlob(d) {
 			regError(w, http.StatusNotFound, "BLOB_UNKNOWN", "blob unknown to registry: "+d)
+			return
+		}
+		if blobHost != nil {
+			http.Redirect(w, q, "http://"+blobHost.Addr+"/blobs/"+d, http.StatusTemporaryRedirect)
 			return
 		}
 		f, err := os.Open(r.blobPath(d))
