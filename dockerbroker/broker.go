@@ -78,12 +78,16 @@ type Broker struct {
 	images sync.RWMutex
 	// proxy is the session's pull-through registry (pullproxy.go).
 	proxy *pullProxy
+	// digests maps the digest references the session pulled through the
+	// proxy (digestKey) to the pulled image's id: the engine's API cannot
+	// give an image a digest reference, so the broker resolves them.
+	digests map[string]string
 }
 
 // New is a broker for cfg; Serve starts it.
 func New(cfg Config) *Broker {
 	b := &Broker{cfg: cfg, owned: map[string]bool{}, execs: map[string]bool{}, conns: map[net.Conn]struct{}{},
-		networks: map[string]bool{}, volumes: map[string]bool{}}
+		networks: map[string]bool{}, volumes: map[string]bool{}, digests: map[string]string{}}
 	b.proxy = newPullProxy(b)
 	b.engine = &http.Client{Transport: &http.Transport{DialContext: b.dialEngine, DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	b.srv = &http.Server{Handler: http.HandlerFunc(b.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
@@ -202,7 +206,15 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ep, ref := Route(r.Method, r.URL.Path)
 	what := r.Method + " " + versionPrefix.ReplaceAllString(r.URL.Path, "/")
 	switch ep {
-	case Pass, Images:
+	case Pass:
+		b.forward(w, r, nil, nil)
+	case Images:
+		// An image pulled by digest through the proxy is inspected by
+		// its id: the engine knows it by no such reference.
+		if id, ok := b.pulledDigest(ref); ok {
+			r.URL.Path = strings.TrimSuffix(versionPrefix.FindString(r.URL.Path), "/") + "/images/" + id + "/json"
+			r.URL.RawPath = ""
+		}
 		b.forward(w, r, nil, nil)
 	case Create:
 		b.create(w, r)
@@ -367,6 +379,10 @@ func (b *Broker) create(w http.ResponseWriter, r *http.Request) {
 	out, rf := JudgeCreate(body, b.cfg.Scope)
 	if rf != nil {
 		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	if out, err = b.createImage(out); err != nil {
+		writeError(w, http.StatusBadRequest, "sluice: "+err.Error())
 		return
 	}
 	b.forwardCreated(w, r, out, b.owned)

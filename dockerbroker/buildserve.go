@@ -107,6 +107,18 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "sluice: the build context: "+err.Error())
 		return
 	}
+	// Images pulled by digest through the proxy are named by their ids
+	// (digestref.go); the context is otherwise forwarded unchanged.
+	nf, n, rf := b.resolveDigests(f, q.Get("dockerfile"), text, plan)
+	if rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	if nf != nil {
+		f.Close()
+		os.Remove(f.Name())
+		f, size = nf, n // removed by the deferred func above
+	}
 	// Every image the build needs is on the engine and judged: it pulls
 	// nothing more (the client's --pull was done above).
 	out.Del("pull")
@@ -122,15 +134,11 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 
 // spool keeps a build's context in a file of the broker's, bounded.
 func (b *Broker) spool(body io.Reader) (*os.File, int64, error) {
-	dir := b.cfg.SpoolDir
-	if dir == "" {
-		dir = os.TempDir()
-	}
 	max := b.cfg.MaxContext
 	if max <= 0 {
 		max = DefaultMaxContext
 	}
-	f, err := os.CreateTemp(dir, "sluice-build-*.tar")
+	f, err := b.spoolFile()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -147,6 +155,15 @@ func (b *Broker) spool(body io.Reader) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	return f, n, nil
+}
+
+// spoolFile is a new file of the broker's for a build's context.
+func (b *Broker) spoolFile() (*os.File, error) {
+	dir := b.cfg.SpoolDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return os.CreateTemp(dir, "sluice-build-*.tar")
 }
 
 // judgePlan judges what the engine would fetch for the build: each image
@@ -223,6 +240,9 @@ func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, plat
 func (b *Broker) imageOnBuild(ctx context.Context, ref string) ([]string, bool) {
 	var img struct {
 		Config struct{ OnBuild []string }
+	}
+	if id, ok := b.pulledDigest(ref); ok {
+		ref = id
 	}
 	if err := b.getJSON(ctx, "/images/"+url.PathEscape(ref)+"/json", &img); err != nil {
 		return nil, false

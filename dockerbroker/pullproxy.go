@@ -591,7 +591,14 @@ func (b *Broker) pullThrough(ctx context.Context, name, ref string, q url.Values
 	}
 	if digest {
 		// The engine's API cannot name an image by a digest reference:
-		// the proxy's digest reference stays, the image's only name.
+		// the proxy's stays, the image's one name (so it is not left
+		// dangling), and the broker resolves the client's to the image's
+		// id (digestref.go).
+		var img struct{ Id string }
+		if err := b.getJSON(ctx, "/images/"+url.PathEscape(proxyName+sep+ref)+"/json", &img); err != nil || img.Id == "" {
+			return fmt.Errorf("the image pulled as %s@%s: %v", name, ref, err)
+		}
+		b.rememberDigest(name+sep+ref, img.Id)
 		return nil
 	}
 	tq := url.Values{"repo": {name}, "tag": {ref}}

@@ -76,6 +76,17 @@ type Side struct {
 	token string
 	mu    sync.Mutex
 	reqs  []Request
+	// user and pass are the login a realm asks for (RequireLogin).
+	user, pass string
+}
+
+// RequireLogin makes a realm give its token only to a request with
+// user's basic credentials (a registry account's, as the client sends
+// them); any other gets 401.
+func (s *Side) RequireLogin(user, pass string) {
+	s.mu.Lock()
+	s.user, s.pass = user, pass
+	s.mu.Unlock()
 }
 
 // Requests are the requests the side server got so far, in order.
@@ -85,9 +96,9 @@ func (s *Side) Requests() []Request {
 	return append([]Request(nil), s.reqs...)
 }
 
-func startSide(t testing.TB, h func(s *Side, w http.ResponseWriter, q *http.Request)) *Side {
+func startSide(t testing.TB, ip string, h func(s *Side, w http.ResponseWriter, q *http.Request)) *Side {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +107,8 @@ func startSide(t testing.TB, h func(s *Side, w http.ResponseWriter, q *http.Requ
 	s := &Side{Addr: l.Addr().String(), token: hex.EncodeToString(rnd[:])}
 	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
 		s.mu.Lock()
-		s.reqs = append(s.reqs, Request{Method: q.Method, Path: q.URL.Path, Host: q.Host})
+		user, _, _ := q.BasicAuth()
+		s.reqs = append(s.reqs, Request{Method: q.Method, Path: q.URL.Path, Host: q.Host, User: user})
 		s.mu.Unlock()
 		h(s, w, q)
 	})}
@@ -105,13 +117,23 @@ func startSide(t testing.TB, h func(s *Side, w http.ResponseWriter, q *http.Requ
 	return s
 }
 
-// StartRealm starts an auth realm: GET /token answers a bearer token
-// (the same for every client, new per realm), which RequireToken makes
-// a registry ask for.
-func StartRealm(t testing.TB) *Side {
-	return startSide(t, func(s *Side, w http.ResponseWriter, q *http.Request) {
+// StartRealm starts an auth realm on ip (an address of the loopback
+// device: 127.0.0.2 is another host than the registry's 127.0.0.1 to a
+// policy): GET /token answers a bearer token (the same for every client
+// it accepts, new per realm), which RequireToken makes a registry ask
+// for.
+func StartRealm(t testing.TB, ip string) *Side {
+	return startSide(t, ip, func(s *Side, w http.ResponseWriter, q *http.Request) {
 		if q.URL.Path != "/token" {
 			http.NotFound(w, q)
+			return
+		}
+		s.mu.Lock()
+		wantUser, wantPass := s.user, s.pass
+		s.mu.Unlock()
+		if u, p, _ := q.BasicAuth(); wantUser != "" && (u != wantUser || p != wantPass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test-realm"`)
+			http.Error(w, `{"details":"incorrect username or password"}`, http.StatusUnauthorized)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -127,10 +149,11 @@ func (r *Registry) RequireToken(realm *Side) {
 	r.mu.Unlock()
 }
 
-// StartBlobHost starts a host that serves r's blobs at /blobs/<digest>,
-// as a CDN a registry redirects to; RedirectBlobs makes r send there.
-func StartBlobHost(t testing.TB, r *Registry) *Side {
-	return startSide(t, func(s *Side, w http.ResponseWriter, q *http.Request) {
+// StartBlobHost starts a host on ip (as StartRealm's) that serves r's
+// blobs at /blobs/<digest>, as a CDN a registry redirects to;
+// RedirectBlobs makes r send there.
+func StartBlobHost(t testing.TB, ip string, r *Registry) *Side {
+	return startSide(t, ip, func(s *Side, w http.ResponseWriter, q *http.Request) {
 		d := strings.TrimPrefix(q.URL.Path, "/blobs/")
 		if !r.hasBlob(d) {
 			http.NotFound(w, q)
@@ -158,6 +181,8 @@ func (r *Registry) RedirectBlobs(host *Side) {
 // header (the name the engine reached it by).
 type Request struct {
 	Method, Path, Host string
+	// User is the basic credentials' user name it carried, if any.
+	User string
 }
 
 // String is "GET 127.0.0.1:5000/v2/tools/manifests/1".
