@@ -20,7 +20,9 @@ import (
 // engine sees a byte of it: its query (network, cgroup parent, remote
 // context), then its Dockerfile, read from the context the client
 // uploads, which the broker keeps in a file of its own and forwards
-// unchanged, so the engine builds exactly what was judged. What the
+// unchanged, so the engine builds exactly what was judged (an image the
+// session pulled by digest is the one change: the Dockerfile names it
+// by its id, digestref.go). What the
 // engine does itself during a build is judged as the session's: the
 // images FROM and COPY --from name (pulled first, through the broker's
 // own pull, by registry; their ONBUILD triggers judged), and the URLs
