@@ -194,6 +194,16 @@ func TestBrokerBuild(t *testing.T) {
 		t.Errorf("with --pull: the forwarded query %v, the broker's pulls %v", q, fe.pulls)
 	}
 	fe.mu.Unlock()
+	// A build's parent is done once the broker's handler returns, which
+	// is after the client has read the answer: wait for it a little.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(dones)
+		mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	mu.Lock()
 	if len(dones) != 2 || dones[0] != parents[0] {
 		t.Errorf("build parents %v, done %v", parents, dones)
