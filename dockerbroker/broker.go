@@ -76,12 +76,19 @@ type Broker struct {
 	// images is held by builds (read) and pulls (write): no pull of the
 	// session's changes an image between a build's judging and its end.
 	images sync.RWMutex
+	// proxy is the session's pull-through registry (pullproxy.go).
+	proxy *pullProxy
+	// digests maps the digest references the session pulled through the
+	// proxy (digestKey) to the pulled image's id: the engine's API cannot
+	// give an image a digest reference, so the broker resolves them.
+	digests map[string]string
 }
 
 // New is a broker for cfg; Serve starts it.
 func New(cfg Config) *Broker {
 	b := &Broker{cfg: cfg, owned: map[string]bool{}, execs: map[string]bool{}, conns: map[net.Conn]struct{}{},
-		networks: map[string]bool{}, volumes: map[string]bool{}}
+		networks: map[string]bool{}, volumes: map[string]bool{}, digests: map[string]string{}}
+	b.proxy = newPullProxy(b)
 	b.engine = &http.Client{Transport: &http.Transport{DialContext: b.dialEngine, DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	b.srv = &http.Server{Handler: http.HandlerFunc(b.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
 	b.cfg.Scope.Owns = func(ref string) bool { _, ok := b.resolveOwn(context.Background(), ref); return ok }
@@ -104,6 +111,7 @@ func (b *Broker) Serve(l net.Listener) error {
 // wait) end at once.
 func (b *Broker) Close() error {
 	err := b.srv.Close()
+	b.proxy.close()
 	b.mu.Lock()
 	b.closed = true
 	conns := b.conns
@@ -198,7 +206,15 @@ func (b *Broker) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ep, ref := Route(r.Method, r.URL.Path)
 	what := r.Method + " " + versionPrefix.ReplaceAllString(r.URL.Path, "/")
 	switch ep {
-	case Pass, Images:
+	case Pass:
+		b.forward(w, r, nil, nil)
+	case Images:
+		// An image pulled by digest through the proxy is inspected by
+		// its id: the engine knows it by no such reference.
+		if id, ok := b.pulledDigest(ref); ok {
+			r.URL.Path = strings.TrimSuffix(versionPrefix.FindString(r.URL.Path), "/") + "/images/" + id + "/json"
+			r.URL.RawPath = ""
+		}
 		b.forward(w, r, nil, nil)
 	case Create:
 		b.create(w, r)
@@ -344,7 +360,11 @@ func (b *Broker) registry(w http.ResponseWriter, r *http.Request, verb, image st
 		// Waits for the session's builds: see Broker.images.
 		b.images.Lock()
 		defer b.images.Unlock()
+		b.servePull(w, r, image)
+		return
 	}
+	// A push goes to the engine as asked: the engine reaches the
+	// registry itself (its realm and redirects unjudged).
 	b.forward(w, r, nil, nil)
 }
 
@@ -359,6 +379,10 @@ func (b *Broker) create(w http.ResponseWriter, r *http.Request) {
 	out, rf := JudgeCreate(body, b.cfg.Scope)
 	if rf != nil {
 		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	if out, err = b.createImage(out); err != nil {
+		writeError(w, http.StatusBadRequest, "sluice: "+err.Error())
 		return
 	}
 	b.forwardCreated(w, r, out, b.owned)

@@ -3,11 +3,9 @@
 package dockerbroker
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +20,9 @@ import (
 // engine sees a byte of it: its query (network, cgroup parent, remote
 // context), then its Dockerfile, read from the context the client
 // uploads, which the broker keeps in a file of its own and forwards
-// unchanged, so the engine builds exactly what was judged. What the
+// unchanged, so the engine builds exactly what was judged (an image the
+// session pulled by digest is the one change: the Dockerfile names it
+// by its id, digestref.go). What the
 // engine does itself during a build is judged as the session's: the
 // images FROM and COPY --from name (pulled first, through the broker's
 // own pull, by registry; their ONBUILD triggers judged), and the URLs
@@ -109,6 +109,18 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "sluice: the build context: "+err.Error())
 		return
 	}
+	// Images pulled by digest through the proxy are named by their ids
+	// (digestref.go); the context is otherwise forwarded unchanged.
+	nf, n, rf := b.resolveDigests(f, q.Get("dockerfile"), text, plan)
+	if rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	if nf != nil {
+		f.Close()
+		os.Remove(f.Name())
+		f, size = nf, n // removed by the deferred func above
+	}
 	// Every image the build needs is on the engine and judged: it pulls
 	// nothing more (the client's --pull was done above).
 	out.Del("pull")
@@ -124,15 +136,11 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 
 // spool keeps a build's context in a file of the broker's, bounded.
 func (b *Broker) spool(body io.Reader) (*os.File, int64, error) {
-	dir := b.cfg.SpoolDir
-	if dir == "" {
-		dir = os.TempDir()
-	}
 	max := b.cfg.MaxContext
 	if max <= 0 {
 		max = DefaultMaxContext
 	}
-	f, err := os.CreateTemp(dir, "sluice-build-*.tar")
+	f, err := b.spoolFile()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -149,6 +157,15 @@ func (b *Broker) spool(body io.Reader) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	return f, n, nil
+}
+
+// spoolFile is a new file of the broker's for a build's context.
+func (b *Broker) spoolFile() (*os.File, error) {
+	dir := b.cfg.SpoolDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return os.CreateTemp(dir, "sluice-build-*.tar")
 }
 
 // judgePlan judges what the engine would fetch for the build: each image
@@ -226,6 +243,9 @@ func (b *Broker) imageOnBuild(ctx context.Context, ref string) ([]string, bool) 
 	var img struct {
 		Config struct{ OnBuild []string }
 	}
+	if id, ok := b.pulledDigest(ref); ok {
+		ref = id
+	}
 	if err := b.getJSON(ctx, "/images/"+url.PathEscape(ref)+"/json", &img); err != nil {
 		return nil, false
 	}
@@ -233,44 +253,15 @@ func (b *Broker) imageOnBuild(ctx context.Context, ref string) ([]string, bool) 
 }
 
 // pullImage pulls ref (for platform, "" for the engine's) through the
-// engine (a registry already judged) and
-// reads the pull's progress to its end: an error comes inside it.
+// broker's pull proxy (a registry already judged; every host it leads
+// to judged there) and waits for its end.
 func (b *Broker) pullImage(ctx context.Context, ref, platform, auth string) error {
 	name, tag := splitTag(ref)
-	q := url.Values{"fromImage": {name}}
-	if tag != "" {
-		q.Set("tag", tag)
-	}
+	q := url.Values{}
 	if platform != "" {
 		q.Set("platform", platform)
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://docker/images/create?"+q.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	if auth != "" {
-		req.Header.Set("X-Registry-Auth", auth)
-	}
-	resp, err := b.roundTrip(req, []byte{})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var m struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Error != "" {
-			return errors.New(m.Error)
-		}
-	}
-	return sc.Err()
+	return b.pullThrough(ctx, name, tag, q, auth, nil)
 }
 
 // registryAuth is the X-Registry-Auth of a pull from host, taken from a

@@ -46,15 +46,27 @@ func (f *buildEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"Config": map[string]any{"OnBuild": on}})
 	case r.Method == "POST" && p == "/images/create":
-		name := r.URL.Query().Get("fromImage") + ":" + r.URL.Query().Get("tag")
+		// The broker's pulls come by its pull proxy's name, then are
+		// named as asked (the tag below): the fake's pull is the tag.
+		if !strings.HasPrefix(r.URL.Query().Get("fromImage"), "127.0.0.1:") {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"message":"not a pull through the proxy"}`)
+			return
+		}
+		io.WriteString(w, `{"status":"pulling"}`+"\n")
+	case r.Method == "POST" && strings.HasPrefix(p, "/images/") && strings.HasSuffix(p, "/tag"):
+		name := r.URL.Query().Get("repo") + ":" + r.URL.Query().Get("tag")
 		f.pulls = append(f.pulls, name)
 		on, ok := f.pullable[name]
 		if !ok {
-			io.WriteString(w, `{"status":"pulling"}`+"\n"+`{"error":"manifest unknown"}`+"\n")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"message":"manifest unknown"}`)
 			return
 		}
 		f.have[name] = on
-		io.WriteString(w, `{"status":"done"}`+"\n")
+		w.WriteHeader(http.StatusCreated)
+	case r.Method == "DELETE" && strings.HasPrefix(p, "/images/127.0.0.1:"):
+		io.WriteString(w, `[{"Untagged":"x"}]`)
 	case r.Method == "POST" && p == "/build":
 		body, _ := io.ReadAll(r.Body)
 		f.builds = append(f.builds, r)
@@ -182,6 +194,16 @@ func TestBrokerBuild(t *testing.T) {
 		t.Errorf("with --pull: the forwarded query %v, the broker's pulls %v", q, fe.pulls)
 	}
 	fe.mu.Unlock()
+	// A build's parent is done once the broker's handler returns, which
+	// is after the client has read the answer: wait for it a little.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(dones)
+		mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	mu.Lock()
 	if len(dones) != 2 || dones[0] != parents[0] {
 		t.Errorf("build parents %v, done %v", parents, dones)

@@ -62,12 +62,127 @@ type Registry struct {
 	manifests map[string]map[string]string // repository -> tag or digest -> manifest digest
 	types     map[string]string            // manifest digest -> media type
 	uploads   map[string]bool              // upload ids in progress
+	realm     *Side                        // RequireToken's
+	blobHost  *Side                        // RedirectBlobs'
+}
+
+// Side is a server beside a Registry on another port of 127.0.0.1: the
+// auth realm it sends the engine to for a token (StartRealm), or the
+// host it redirects blob fetches to (StartBlobHost). It records every
+// request it gets.
+type Side struct {
+	// Addr is its host:port.
+	Addr  string
+	token string
+	mu    sync.Mutex
+	reqs  []Request
+	// user and pass are the login a realm asks for (RequireLogin).
+	user, pass string
+}
+
+// RequireLogin makes a realm give its token only to a request with
+// user's basic credentials (a registry account's, as the client sends
+// them); any other gets 401.
+func (s *Side) RequireLogin(user, pass string) {
+	s.mu.Lock()
+	s.user, s.pass = user, pass
+	s.mu.Unlock()
+}
+
+// Requests are the requests the side server got so far, in order.
+func (s *Side) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+func startSide(t testing.TB, ip string, h func(s *Side, w http.ResponseWriter, q *http.Request)) *Side {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rnd [16]byte
+	_, _ = rand.Read(rnd[:])
+	s := &Side{Addr: l.Addr().String(), token: hex.EncodeToString(rnd[:])}
+	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		s.mu.Lock()
+		user, _, _ := q.BasicAuth()
+		s.reqs = append(s.reqs, Request{Method: q.Method, Path: q.URL.Path, Host: q.Host, User: user})
+		s.mu.Unlock()
+		h(s, w, q)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+// StartRealm starts an auth realm on ip (an address of the loopback
+// device: 127.0.0.2 is another host than the registry's 127.0.0.1 to a
+// policy): GET /token answers a bearer token (the same for every client
+// it accepts, new per realm), which RequireToken makes a registry ask
+// for.
+func StartRealm(t testing.TB, ip string) *Side {
+	return startSide(t, ip, func(s *Side, w http.ResponseWriter, q *http.Request) {
+		if q.URL.Path != "/token" {
+			http.NotFound(w, q)
+			return
+		}
+		s.mu.Lock()
+		wantUser, wantPass := s.user, s.pass
+		s.mu.Unlock()
+		if u, p, _ := q.BasicAuth(); wantUser != "" && (u != wantUser || p != wantPass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test-realm"`)
+			http.Error(w, `{"details":"incorrect username or password"}`, http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"token": s.token, "access_token": s.token})
+	})
+}
+
+// RequireToken makes r answer every request without realm's bearer
+// token with 401 and a challenge naming realm (as Docker Hub does).
+func (r *Registry) RequireToken(realm *Side) {
+	r.mu.Lock()
+	r.realm = realm
+	r.mu.Unlock()
+}
+
+// StartBlobHost starts a host on ip (as StartRealm's) that serves r's
+// blobs at /blobs/<digest>, as a CDN a registry redirects to;
+// RedirectBlobs makes r send there.
+func StartBlobHost(t testing.TB, ip string, r *Registry) *Side {
+	return startSide(t, ip, func(s *Side, w http.ResponseWriter, q *http.Request) {
+		d := strings.TrimPrefix(q.URL.Path, "/blobs/")
+		if !r.hasBlob(d) {
+			http.NotFound(w, q)
+			return
+		}
+		f, err := os.Open(r.blobPath(d))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, q, "", time.Time{}, f)
+	})
+}
+
+// RedirectBlobs makes r answer blob fetches with a 307 to host.
+func (r *Registry) RedirectBlobs(host *Side) {
+	r.mu.Lock()
+	r.blobHost = host
+	r.mu.Unlock()
 }
 
 // Request is one request a Registry got: its method, path and Host
 // header (the name the engine reached it by).
 type Request struct {
 	Method, Path, Host string
+	// User is the basic credentials' user name it carried, if any.
+	User string
 }
 
 // String is "GET 127.0.0.1:5000/v2/tools/manifests/1".
@@ -403,9 +518,22 @@ var (
 func (r *Registry) serveHTTP(w http.ResponseWriter, q *http.Request) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, Request{Method: q.Method, Path: q.URL.Path, Host: q.Host})
+	realm, blobHost := r.realm, r.blobHost
 	r.mu.Unlock()
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 	p := q.URL.Path
+	if realm != nil && q.Header.Get("Authorization") != "Bearer "+realm.token {
+		c := fmt.Sprintf(`Bearer realm="http://%s/token",service="test-registry"`, realm.Addr)
+		for _, re := range []*regexp.Regexp{manifestRoute, blobRoute, uploadsRoute, uploadRoute} {
+			if m := re.FindStringSubmatch(p); m != nil {
+				c += fmt.Sprintf(`,scope="repository:%s:pull"`, m[1])
+				break
+			}
+		}
+		w.Header().Set("WWW-Authenticate", c)
+		regError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+		return
+	}
 	get := q.Method == http.MethodGet || q.Method == http.MethodHead
 	switch {
 	case p == "/v2/" && get:
@@ -429,6 +557,10 @@ func (r *Registry) serveHTTP(w http.ResponseWriter, q *http.Request) {
 		d := blobRoute.FindStringSubmatch(p)[2]
 		if !r.hasBlob(d) {
 			regError(w, http.StatusNotFound, "BLOB_UNKNOWN", "blob unknown to registry: "+d)
+			return
+		}
+		if blobHost != nil {
+			http.Redirect(w, q, "http://"+blobHost.Addr+"/blobs/"+d, http.StatusTemporaryRedirect)
 			return
 		}
 		f, err := os.Open(r.blobPath(d))
