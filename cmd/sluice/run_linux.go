@@ -37,34 +37,22 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 		if o.mode != "" && o.mode != modeBPF {
 			return fail(fmt.Errorf("--docker needs mode bpf (not %s)", o.mode))
 		}
-		c := client()
-		err := c.Reach(cmd.Context())
-		switch {
-		case err == nil:
-			return runSession(cmd, c, o, policy, memMax, argv)
-		case explicit && errors.Is(err, os.ErrPermission):
-			return fail(fmt.Errorf("the sluice daemon's socket %v", err))
-		case explicit:
-			return fail(fmt.Errorf("no sluice daemon answers on %s", api.SocketPath(socketFlag)))
-		case os.Geteuid() != 0:
-			return fail(fmt.Errorf("--docker needs root or a running sluice daemon (%v): run `sudo sluice run --docker ...`, or start `sluice daemon`", err))
+		if ran, reach, err := throughDaemon(cmd, explicit, o, policy, memMax, argv); ran || err != nil {
+			return err
+		} else if os.Geteuid() != 0 {
+			return fail(fmt.Errorf("--docker needs root or a running sluice daemon (%v): run `sudo sluice run --docker ...`, or start `sluice daemon`", reach))
 		}
 		return runBPF(cmd, o, policy, memMax, argv)
 	}
 	if o.mode == "" || o.mode == modeBPF {
-		c := client()
-		err := c.Reach(cmd.Context())
-		switch {
-		case err == nil:
-			return runSession(cmd, c, o, policy, memMax, argv)
-		case explicit && errors.Is(err, os.ErrPermission):
-			return fail(fmt.Errorf("the sluice daemon's socket %v", err))
-		case explicit:
-			return fail(fmt.Errorf("no sluice daemon answers on %s", api.SocketPath(socketFlag)))
-		case errors.Is(err, os.ErrPermission):
+		ran, reach, err := throughDaemon(cmd, explicit, o, policy, memMax, argv)
+		if ran || err != nil {
+			return err
+		}
+		if errors.Is(reach, os.ErrPermission) {
 			// A daemon is there, but not for this user: say so rather
 			// than fall back in silence.
-			why = append(why, "the daemon's socket "+err.Error())
+			why = append(why, "the daemon's socket "+reach.Error())
 		}
 	}
 	if o.mode == "" || o.mode == modeBPF {
@@ -87,6 +75,23 @@ func runConfined(cmd *cobra.Command, o runOptions, policy *allowlist.Policy, mem
 		why = append(why, "landlock: "+err.Error())
 	}
 	return runUserspace(cmd, o, policy, argv, modeProxy, why)
+}
+
+// throughDaemon runs the command in a session of the daemon when one
+// answers (ran: its result is err). Otherwise reach says why none did;
+// with an explicit socket that is an error, never a fallback.
+func throughDaemon(cmd *cobra.Command, explicit bool, o runOptions, policy *allowlist.Policy, memMax int64, argv []string) (ran bool, reach, err error) {
+	c := client()
+	reach = c.Reach(cmd.Context())
+	switch {
+	case reach == nil:
+		return true, nil, runSession(cmd, c, o, policy, memMax, argv)
+	case explicit && errors.Is(reach, os.ErrPermission):
+		return false, reach, &exitError{code: exitSluiceError, err: fmt.Errorf("the sluice daemon's socket %v", reach)}
+	case explicit:
+		return false, reach, &exitError{code: exitSluiceError, err: fmt.Errorf("no sluice daemon answers on %s", api.SocketPath(socketFlag))}
+	}
+	return false, reach, nil
 }
 
 // runBPF is the embedded enforcer: kernel enforcement from this process,

@@ -93,23 +93,7 @@ func TestDockerSessionThroughTheDaemon(t *testing.T) {
 	// The daemon in the host's network namespace, where its clients are.
 	d := &daemonProc{bin: bin, instance: instance, args: []string{"daemon", "--socket", sock,
 		"--allowlist", allow, "--state-dir", "/run/" + instance, "--audit-log", auditLog, "--group", "65534"}}
-	d.start(t)
-	t.Cleanup(func() {
-		d.kill()
-		c := exec.Command(bin, "cleanup", "--state-dir", "/run/"+instance)
-		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Errorf("sluice cleanup: %v\n%s", err, out)
-		}
-		for _, dir := range v1Parents(t, instance) {
-			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", dir, err)
-			}
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", d.log.String())
-		}
-	})
+	d.run(t)
 	waitAudit(t, auditLog, "daemon_started", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

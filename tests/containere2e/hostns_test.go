@@ -52,18 +52,7 @@ func TestRunInContainerThroughHostDaemon(t *testing.T) {
 	d := &daemonProc{w: w, bin: bin, instance: instance, args: []string{"daemon", "--socket", sock,
 		"--allowlist", allow, "--state-dir", "/run/" + instance, "--audit-log", audit,
 		"--dns-upstream", dnsAddr.String(), "--group", "65534", "--container-caller", "uid:1000"}}
-	d.start(t)
-	t.Cleanup(func() {
-		d.kill()
-		c := exec.Command(bin, "cleanup", "--state-dir", "/run/"+instance)
-		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Errorf("sluice cleanup: %v\n%s", err, out)
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", d.log.String())
-		}
-	})
+	d.run(t)
 	waitAudit(t, audit, "daemon_started", 1)
 
 	probe := world.BuildProbe(t)

@@ -76,23 +76,7 @@ func startPolicyDaemon(t *testing.T, w *world.World, machine []string, policies 
 	writeJSON(config, map[string]any{"container_policies": pd.files})
 	pd.daemonProc = &daemonProc{w: w, bin: bin, instance: instance, args: []string{"daemon", "--config", config, "--socket", pd.sock,
 		"--allowlist", allow, "--state-dir", "/run/" + instance, "--audit-log", pd.audit, "--dns-upstream", dnsAddr.String(), "--group", "65534"}}
-	pd.start(t)
-	t.Cleanup(func() {
-		pd.kill()
-		c := exec.Command(bin, "cleanup", "--state-dir", "/run/"+instance)
-		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Errorf("sluice cleanup: %v\n%s", err, out)
-		}
-		for _, dir := range v1Parents(t, instance) {
-			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", dir, err)
-			}
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", pd.log.String())
-		}
-	})
+	pd.run(t)
 	waitAudit(t, pd.audit, "daemon_started", 1)
 	return pd
 }

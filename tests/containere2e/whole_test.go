@@ -60,22 +60,7 @@ func TestWholeContainerConfined(t *testing.T) {
 	// link, so the world's sniffer sees everything it sends.
 	d := &daemonProc{w: w, bin: bin, instance: instance, args: []string{"daemon", "--socket", filepath.Join(dir, "sluice.sock"),
 		"--allowlist", allow, "--state-dir", "/run/" + instance, "--audit-log", audit, "--dns-upstream", dnsAddr.String(), "--group", "65534"}}
-	d.start(t)
-	t.Cleanup(func() {
-		d.kill()
-		c := exec.Command(bin, "cleanup", "--state-dir", "/run/"+instance)
-		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+instance)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Errorf("sluice cleanup: %v\n%s", err, out)
-		}
-		// The engine made the cgroup parent in every cgroup v1 hierarchy
-		// too, and leaves it there, empty.
-		for _, dir := range v1Parents(t, instance) {
-			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove %s: %v", dir, err)
-			}
-		}
-	})
+	d.run(t)
 	waitAudit(t, audit, "daemon_started", 1)
 
 	out := t.TempDir()
@@ -192,6 +177,30 @@ func (d *daemonProc) start(t *testing.T) {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// run starts the daemon and, when the test ends, kills it, runs sluice
+// cleanup for its instance, removes the cgroup parents the engine left
+// in every cgroup v1 hierarchy, and shows its log if the test failed.
+func (d *daemonProc) run(t *testing.T) {
+	t.Helper()
+	d.start(t)
+	t.Cleanup(func() {
+		d.kill()
+		c := exec.Command(d.bin, "cleanup", "--state-dir", "/run/"+d.instance)
+		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+d.instance)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Errorf("sluice cleanup: %v\n%s", err, out)
+		}
+		for _, dir := range v1Parents(t, d.instance) {
+			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+				t.Errorf("remove %s: %v", dir, err)
+			}
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.log.String())
+		}
+	})
 }
 
 func (d *daemonProc) kill() {
