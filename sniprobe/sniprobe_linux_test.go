@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sniprobe
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestFirstFlight: the allowed name on the checked address is carried, the
+// denied one refused before any byte of it reaches the CDN, and every way of
+// sending the first flight is judged. Each attack runs first unconfined (its
+// twin must reach the world with the denied name, or the attack proves
+// nothing), then confined.
+func TestFirstFlight(t *testing.T) {
+	w := newWorld(t, 1<<20)
+	ok := w.child(w.cgOn, "plain", "allowed.example")
+	if ok.Err != "" || !ok.Reply {
+		t.Fatalf("allowed name: %+v", ok)
+	}
+	if r, _ := w.seen(ok.Port); r.sni != "allowed.example" {
+		t.Fatalf("allowed name: the world recorded %+v", r)
+	}
+	for _, mode := range []string{"plain", "bytewise", "records", "oob", "zerocopy", "sendfile", "splice", "early", "tfo", "tfoconnect", "ktls"} {
+		t.Run(mode, func(t *testing.T) {
+			twin := w.childDelayed(w.cgOf, mode, "attacker.example")
+			time.Sleep(100 * time.Millisecond)
+			tr, _ := w.seen(twin.Port)
+			t.Logf("unconfined: %+v, world: %+v", twin, tr)
+			got := w.childDelayed(w.cgOn, mode, "attacker.example")
+			time.Sleep(300 * time.Millisecond)
+			r, seen := w.seen(got.Port)
+			t.Logf("confined: %+v, world: seen=%v %+v", got, seen, r)
+			if r.bytes > 0 || got.Reply {
+				t.Errorf("%s: LEAK: the world received %d bytes (SNI %q) from the confined client", mode, r.bytes, r.sni)
+			}
+		})
+	}
+	// The allowed name passes however its first flight is written.
+	for _, mode := range []string{"bytewise", "sendfile", "splice", "zerocopy", "early"} {
+		r := w.childDelayed(w.cgOn, mode, "allowed.example")
+		if r.Err != "" || !r.Reply {
+			t.Errorf("allowed name, %s: %+v", mode, r)
+		}
+	}
+	for _, c := range []int{CounterMarked, CounterAllowed, CounterRefused, CounterEgressDrop, CounterSockoptRefused, CounterCorked} {
+		v, _ := w.probe.Counter(c)
+		t.Logf("counter %d = %d", c, v)
+	}
+}
+
+// childDelayed is child; for "early", the CDN drops the first SYN (the
+// client retransmits it a second later), so that the client's send is
+// well inside the kernel's TCP sendmsg, waiting for the connection, before
+// the socket is established and joins the sockhash.
+func (w *world) childDelayed(cg, mode, sni string) childResult {
+	if mode != "early" {
+		return w.child(cg, mode, sni)
+	}
+	rule := func(op string) []string {
+		return []string{"ip", "netns", "exec", w.sns, "iptables", "-w", op, "INPUT", "-p", "tcp", "--dport", "443", "--syn", "-j", "DROP"}
+	}
+	run(w.t, rule("-I")...)
+	del := func() { _ = exec.Command(rule("-D")[0], rule("-D")[1:]...).Run() }
+	timer := time.AfterFunc(300*time.Millisecond, del)
+	defer func() {
+		if timer.Stop() {
+			del()
+		}
+	}()
+	return w.child(cg, mode, sni)
+}
