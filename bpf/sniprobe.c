@@ -44,12 +44,15 @@ enum sp_counter {
 	SP_C_EGRESS_DROP,
 	SP_C_SOCKOPT_REFUSED,
 	SP_C_CORKED,
+	SP_C_UNHASHED,
+	SP_C_TFO_REFUSED,
 	SP_C_MAX,
 };
 
 struct sp_state {
 	__u32 state;
 	__u32 daddr;
+	__u64 cookie; /* its key in sp_socks: sk_msg cannot read the cookie */
 };
 
 struct sp_name_key {
@@ -100,6 +103,19 @@ struct {
 	__type(value, struct sp_name_key);
 } sp_last SEC(".maps");
 
+/* Set by the loader: keep a verified socket in sp_socks (1) or take it out
+ * with the first ACK after its verdict (0, the default), which gives it back the kernel's own TCP
+ * sendmsg and recvmsg: a socket in a sockhash reads through
+ * tcp_bpf_recvmsg, which answers a wakeup without data with EAGAIN even on
+ * a blocking socket. */
+volatile const __u32 sp_keep = 0;
+
+/* The kernel's tcp_sock, the one field read (CO-RE): sendto(MSG_FASTOPEN)
+ * connects with fastopen_req set, the first flight already in it. */
+struct tcp_sock {
+	void *fastopen_req;
+} __attribute__((preserve_access_index));
+
 static __always_inline void count(__u32 c)
 {
 	__u64 *v = bpf_map_lookup_elem(&sp_counters, &c);
@@ -118,6 +134,14 @@ int sp_connect4(struct bpf_sock_addr *ctx)
 	struct bpf_sock *sk = ctx->sk;
 	if (!sk)
 		return 0;
+	/* TCP Fast Open's SYN data and its retransmits never pass sk_msg:
+	 * refused here with EPERM, before the SYN, rather than stalled by the
+	 * egress backstop. */
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (tp && tp->fastopen_req) {
+		count(SP_C_TFO_REFUSED);
+		return 0;
+	}
 	struct sp_state *s = bpf_sk_storage_get(&sp_states, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!s)
 		return 0; /* fail closed */
@@ -130,6 +154,21 @@ int sp_connect4(struct bpf_sock_addr *ctx)
 SEC("sockops")
 int sp_sockops(struct bpf_sock_ops *skops)
 {
+	/* sk_msg may not take a socket out of its sockhash; sockops may. The
+	 * RTT callback comes with the first ACK after the verdict. */
+	if (skops->op == BPF_SOCK_OPS_RTT_CB) {
+		struct bpf_sock *sk = skops->sk;
+		if (!sk)
+			return 1;
+		struct sp_state *s = bpf_sk_storage_get(&sp_states, sk, 0, 0);
+		if (!s || s->state != SP_VERIFIED)
+			return 1;
+		__u64 c = s->cookie;
+		if (!bpf_map_delete_elem(&sp_socks, &c))
+			count(SP_C_UNHASHED);
+		bpf_sock_ops_cb_flags_set(skops, 0);
+		return 1;
+	}
 	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)
 		return 1;
 	struct bpf_sock *sk = skops->sk;
@@ -139,9 +178,12 @@ int sp_sockops(struct bpf_sock_ops *skops)
 	if (!s || s->state != SP_PENDING)
 		return 1;
 	__u64 c = bpf_get_socket_cookie(skops);
+	s->cookie = c;
 	/* A socket that cannot join sp_socks is never verified; the egress
 	 * backstop then keeps its bytes off the wire. */
 	bpf_sock_hash_update(skops, &sp_socks, &c, BPF_NOEXIST);
+	if (!sp_keep)
+		bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG);
 	return 1;
 }
 

@@ -20,7 +20,7 @@ func TestMeasure(t *testing.T) {
 		t.Skip("SNIPROBE_MEASURE=rounds runs the measurement")
 	}
 	conns := 300
-	w := newWorld(t, 512<<20)
+	w := newWorld(t, 512<<20, Options{KeepInSockhash: os.Getenv("SNIPROBE_KEEP") != ""})
 	arms := []struct {
 		name string
 		cg   string
@@ -50,7 +50,7 @@ func TestMeasure(t *testing.T) {
 	t.Logf("bulk median: direct %.0f MB/s, sk_msg %.0f MB/s, ratio %.2fx", q(bulk[0], .5), q(bulk[1], .5), q(bulk[1], .5)/q(bulk[0], .5))
 	t.Logf("new connection median: direct %.0f us, sk_msg %.0f us (+%.0f us)", q(lat[0], .5)/1e3, q(lat[1], .5)/1e3, (q(lat[1], .5)-q(lat[0], .5))/1e3)
 	t.Logf("new connection p99:    direct %.0f us, sk_msg %.0f us (+%.0f us)", q(lat[0], .99)/1e3, q(lat[1], .99)/1e3, (q(lat[1], .99)-q(lat[0], .99))/1e3)
-	for _, c := range []int{CounterMarked, CounterAllowed, CounterRefused, CounterEgressDrop} {
+	for _, c := range []int{CounterMarked, CounterAllowed, CounterRefused, CounterEgressDrop, CounterUnhashed} {
 		v, _ := w.probe.Counter(c)
 		t.Logf("counter %d = %d", c, v)
 	}

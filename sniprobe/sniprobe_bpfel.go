@@ -20,9 +20,10 @@ type sniprobeSpNameKey struct {
 }
 
 type sniprobeSpState struct {
-	_     structs.HostLayout
-	State uint32
-	Daddr uint32
+	_      structs.HostLayout
+	State  uint32
+	Daddr  uint32
+	Cookie uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -40,6 +41,7 @@ const (
 	sniprobeProgSpMsg        = "sp_msg"
 	sniprobeProgSpSetsockopt = "sp_setsockopt"
 	sniprobeProgSpSockops    = "sp_sockops"
+	sniprobeVarSpKeep        = "sp_keep"
 )
 
 // loadSniprobe returns the embedded CollectionSpec for sniprobe.
@@ -107,6 +109,7 @@ type sniprobeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sniprobeVariableSpecs struct {
+	SpKeep *ebpf.VariableSpec `ebpf:"sp_keep"`
 }
 
 // sniprobeObjects contains all objects after they have been loaded into the kernel.
@@ -152,6 +155,7 @@ func (m *sniprobeMaps) Close() error {
 //
 // It can be passed to loadSniprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sniprobeVariables struct {
+	SpKeep *ebpf.Variable `ebpf:"sp_keep"`
 }
 
 // sniprobePrograms contains all programs after they have been loaded into the kernel.

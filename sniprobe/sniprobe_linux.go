@@ -20,6 +20,8 @@ const (
 	CounterEgressDrop
 	CounterSockoptRefused
 	CounterCorked
+	CounterUnhashed
+	CounterTFORefused
 	counterMax
 )
 
@@ -29,12 +31,35 @@ type Probe struct {
 	links []link.Link
 }
 
+// Options tune the prototype.
+type Options struct {
+	// KeepInSockhash keeps a verified socket in the sockhash (its every
+	// sendmsg then runs the sk_msg program, and its reads go through
+	// tcp_bpf_recvmsg) instead of taking it out once its first flight
+	// passed.
+	KeepInSockhash bool
+}
+
 // Attach loads the prototype's object and attaches its programs to the
 // cgroup at cgroupPath (a cgroup v2 directory).
-func Attach(cgroupPath string) (*Probe, error) {
+func Attach(cgroupPath string, o Options) (*Probe, error) {
 	p := &Probe{}
-	// The sk_msg parser's verifier log outgrows the default buffer.
-	if err := loadSniprobeObjects(&p.objs, &ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogSizeStart: 64 << 20}}); err != nil {
+	spec, err := loadSniprobe()
+	if err != nil {
+		return nil, fmt.Errorf("load sniprobe spec: %w", err)
+	}
+	keep := uint32(0)
+	if o.KeepInSockhash {
+		keep = 1
+	}
+	v, ok := spec.Variables["sp_keep"]
+	if !ok {
+		return nil, errors.New("load sniprobe: no sp_keep in the object")
+	}
+	if err := v.Set(keep); err != nil {
+		return nil, fmt.Errorf("set sp_keep: %w", err)
+	}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load sniprobe: %+v", ve)

@@ -56,7 +56,7 @@ func run(t *testing.T, args ...string) {
 	}
 }
 
-func newWorld(t *testing.T, bulkBytes int64) *world {
+func newWorld(t *testing.T, bulkBytes int64, o Options) *world {
 	if os.Getuid() != 0 {
 		if os.Getenv("SLUICE_REQUIRE_KERNEL") != "" {
 			t.Fatal("needs root")
@@ -92,7 +92,7 @@ func newWorld(t *testing.T, bulkBytes int64) *world {
 			_ = os.Remove(d)
 		}
 	})
-	p, err := Attach(w.cgOn)
+	p, err := Attach(w.cgOn, o)
 	if err != nil {
 		t.Fatal(err)
 	}
