@@ -130,6 +130,48 @@ func runChild(mode string, args []string) (r childResult) {
 			}
 		}
 		return r
+	case "upload":
+		fd, err := tcpSocket()
+		if err != nil {
+			return fail(err)
+		}
+		defer unix.Close(fd)
+		if err := connect(fd); err != nil {
+			return fail(err)
+		}
+		t0 := time.Now()
+		if err := sendAll(fd, hello, 0, 0); err != nil {
+			return fail(err)
+		}
+		chunk := make([]byte, 256<<10)
+		for r.Bytes < 512<<20 {
+			if err := sendAll(fd, chunk, 0, 0); err != nil {
+				return fail(err)
+			}
+			r.Bytes += int64(len(chunk))
+		}
+		if err := unix.Shutdown(fd, unix.SHUT_WR); err != nil {
+			return fail(err)
+		}
+		tv := unix.Timeval{Sec: 30}
+		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		var one [1]byte
+		for {
+			n, err := unix.Read(fd, one[:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err == unix.EAGAIN && time.Since(t0) < 30*time.Second {
+				r.Eagain++ // tcp_bpf_recvmsg, as in "bulk"
+				continue
+			}
+			if n != 1 {
+				return fail(fmt.Errorf("no answer after the upload: %v", err))
+			}
+			break
+		}
+		r.Seconds = time.Since(t0).Seconds()
+		return r
 	case "bulk":
 		fd, err := tcpSocket()
 		if err != nil {

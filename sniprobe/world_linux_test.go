@@ -31,7 +31,10 @@ var (
 	cdnAddr    = netip.MustParseAddr("203.0.113.2")
 )
 
-const bulkName = "bulk.example"
+const (
+	bulkName   = "bulk.example"
+	uploadName = "upload.example"
+)
 
 type record struct {
 	bytes int
@@ -101,7 +104,7 @@ func newWorld(t *testing.T, bulkBytes int64, o Options) *world {
 	if err := p.Check(cdnAddr); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"allowed.example", bulkName} {
+	for _, n := range []string{"allowed.example", bulkName, uploadName} {
 		if err := p.Allow(cdnAddr, n); err != nil {
 			t.Fatal(err)
 		}
@@ -180,6 +183,11 @@ func (w *world) conn(c net.Conn) {
 				return
 			}
 		}
+		return
+	}
+	if r.sni == uploadName {
+		_, _ = io.Copy(io.Discard, c)
+		_, _ = c.Write([]byte{'k'})
 		return
 	}
 	if _, err := c.Write([]byte{'k'}); err != nil {
