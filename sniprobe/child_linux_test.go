@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -217,7 +218,7 @@ func runChild(mode string, args []string) (r childResult) {
 	defer unix.Close(fd)
 	var serr error
 	switch mode {
-	case "plain", "bytewise", "records", "oob", "zerocopy", "ktls", "sendfile", "splice":
+	case "plain", "uring", "bytewise", "records", "oob", "zerocopy", "ktls", "sendfile", "splice":
 		if err := unix.Connect(fd, cdnSockaddr); err != nil {
 			return fail(err)
 		}
@@ -225,6 +226,11 @@ func runChild(mode string, args []string) (r childResult) {
 		switch mode {
 		case "plain":
 			serr = sendAll(fd, hello, 0, 0)
+		case "uring":
+			var n int
+			if n, serr = uringSend(fd, hello); serr == nil && n != len(hello) {
+				serr = fmt.Errorf("io_uring sent %d of %d bytes", n, len(hello))
+			}
 		case "bytewise":
 			serr = sendAll(fd, hello, 1, 0)
 		case "records":
@@ -265,6 +271,37 @@ func runChild(mode string, args []string) (r childResult) {
 			}
 			_, serr = unix.Splice(p[0], nil, fd, nil, len(hello), 0)
 		}
+	case "more":
+		// The first flight in two sends, the first with MSG_MORE.
+		if err := connect(fd); err != nil {
+			return fail(err)
+		}
+		r.Port = localPort(fd)
+		if serr = sendAll(fd, hello[:100], 0, unix.MSG_MORE); serr == nil {
+			serr = sendAll(fd, hello[100:], 0, 0)
+		}
+	case "reconnect":
+		// An allowed first flight, then the same socket disconnected
+		// (connect AF_UNSPEC) and connected again to the same address:
+		// its second first flight names the denied name.
+		if err := connect(fd); err != nil {
+			return fail(err)
+		}
+		if err := sendAll(fd, helloBytes("allowed.example"), 0, 0); err != nil {
+			return fail(fmt.Errorf("allowed first flight: %w", err))
+		}
+		if !awaitReply(fd) {
+			return fail(fmt.Errorf("no reply to the allowed first flight"))
+		}
+		var unspec [16]byte // struct sockaddr, sa_family AF_UNSPEC
+		if _, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&unspec[0])), uintptr(len(unspec))); e != 0 {
+			return fail(fmt.Errorf("disconnect: %w", e))
+		}
+		if err := connect(fd); err != nil {
+			return fail(fmt.Errorf("connect again: %w", err))
+		}
+		r.Port = localPort(fd)
+		serr = sendAll(fd, hello, 0, 0)
 	case "early":
 		// A send that enters tcp_sendmsg before the connection is
 		// established: it waits inside the kernel's TCP sendmsg while

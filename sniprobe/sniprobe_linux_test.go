@@ -23,7 +23,7 @@ func TestFirstFlight(t *testing.T) {
 	if r, _ := w.seen(ok.Port); r.sni != "allowed.example" {
 		t.Fatalf("allowed name: the world recorded %+v", r)
 	}
-	for _, mode := range []string{"plain", "bytewise", "records", "oob", "zerocopy", "sendfile", "splice", "early", "tfo", "tfoconnect", "ktls"} {
+	for _, mode := range []string{"plain", "uring", "bytewise", "records", "more", "oob", "zerocopy", "sendfile", "splice", "reconnect", "early", "tfo", "tfoconnect", "ktls"} {
 		t.Run(mode, func(t *testing.T) {
 			twin := w.childDelayed(w.cgOf, mode, "attacker.example")
 			time.Sleep(100 * time.Millisecond)
@@ -39,7 +39,7 @@ func TestFirstFlight(t *testing.T) {
 		})
 	}
 	// The allowed name passes however its first flight is written...
-	for _, mode := range []string{"bytewise", "sendfile", "splice", "zerocopy"} {
+	for _, mode := range []string{"uring", "bytewise", "sendfile", "splice", "zerocopy"} {
 		r := w.childDelayed(w.cgOn, mode, "allowed.example")
 		if r.Err != "" || !r.Reply {
 			t.Errorf("allowed name, %s: %+v", mode, r)
