@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,6 +108,15 @@ func runChild(mode string, args []string) (r childResult) {
 		return r
 	}
 	switch mode {
+	case "curl":
+		// The escape itself: curl sent to the CDN's address with
+		// another name's SNI. Its local port is not known here; the
+		// world is asked by SNI instead.
+		out, err := exec.Command("curl", "-sk", "--max-time", "3", "--connect-to", sni+":443:"+cdnAddr.String()+":443", "https://"+sni+"/").CombinedOutput()
+		if err != nil {
+			r.Err = fmt.Sprintf("%v: %s", err, out)
+		}
+		return r
 	case "latency":
 		n, _ := strconv.Atoi(args[1])
 		for i := 0; i < n; i++ {

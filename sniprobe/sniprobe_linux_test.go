@@ -83,3 +83,25 @@ func (w *world) childDelayed(cg, mode, sni string) childResult {
 	}()
 	return w.child(cg, mode, sni)
 }
+
+// TestCurl: the shared-address escape of issue 18 with curl, which the
+// world must record unconfined and must not record confined, while the
+// allowed name on the same address still reaches it.
+func TestCurl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	w := newWorld(t, 1<<20, Options{})
+	// want counts every run so far: the confined escape adds none.
+	for _, c := range []struct {
+		cg, sni string
+		want    int
+	}{{w.cgOf, "attacker.example", 1}, {w.cgOn, "attacker.example", 1}, {w.cgOn, "allowed.example", 1}} {
+		r := w.child(c.cg, "curl", c.sni)
+		time.Sleep(200 * time.Millisecond)
+		t.Logf("curl %s in %s: %+v; the world recorded %d first flights naming it", c.sni, c.cg, r, w.seenName(c.sni))
+		if got := w.seenName(c.sni); got != c.want {
+			t.Errorf("curl %s in %s: the world recorded %d first flights naming it, want %d", c.sni, c.cg, got, c.want)
+		}
+	}
+}

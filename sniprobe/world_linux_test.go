@@ -212,6 +212,19 @@ func (w *world) seen(port int) (record, bool) {
 	return *r, true
 }
 
+// seenName counts the connections whose first flight named sni.
+func (w *world) seenName(sni string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, r := range w.got {
+		if r.sni == sni {
+			n++
+		}
+	}
+	return n
+}
+
 // childResult is what a client child reports.
 type childResult struct {
 	Port    int       `json:"port"`
