@@ -16,10 +16,12 @@ all: build
 # Regenerate the committed BPF objects (needs clang-19, llvm-19, libbpf-dev):
 # loader/sluice_bpfel.* (bpf/sluice.c, the datapath), loader/kdns_bpfel.*
 # (bpf/kdns.c, the kernel DNS path's own object) and loader/kdnstest's fuzz
-# object (bpf/kdns_test.c); the go:generate lines are in loader/gen.go and
-# loader/kdnstest/doc.go.
+# object (bpf/kdns_test.c), and the in-kernel SNI experiment's object
+# (bpf/sniprobe.c, sniprobe/); the go:generate lines are in loader/gen.go,
+# loader/kdnstest/doc.go and sniprobe/gen.go.
 generate:
 	cd loader && $(GO) generate ./...
+	cd sniprobe && $(GO) generate ./...
 
 # Fail when a committed BPF object or its generated Go is not what the
 # committed bpf/ source generates. Regenerates into the tree (so run it on a
@@ -28,8 +30,8 @@ generate:
 # DWARF, and clang-19/libbpf-dev are pinned by Debian's release. Not part of
 # `make test`: building and testing need no clang, only this check does.
 check-generate: generate
-	@git diff --exit-code --stat -- bpf/ loader/ || { echo "check-generate: loader/*_bpfel.* differ from what bpf/ generates: run 'make generate' and commit the result"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- loader/)" || { git status --short -- loader/; echo "check-generate: make generate left untracked files in loader/"; exit 1; }
+	@git diff --exit-code --stat -- bpf/ loader/ sniprobe/ || { echo "check-generate: loader/*_bpfel.* differ from what bpf/ generates: run 'make generate' and commit the result"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- loader/ sniprobe/)" || { git status --short -- loader/ sniprobe/; echo "check-generate: make generate left untracked files in loader/ or sniprobe/"; exit 1; }
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/sluice ./cmd/sluice

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // TestFirstFlight: the allowed name on the checked address is carried, the
@@ -89,7 +91,7 @@ func (w *world) childDelayed(cg, mode, sni string) childResult {
 // allowed name on the same address still reaches it.
 func TestCurl(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("no curl")
+		needs.Skip(t, "needs curl (apt-get install curl)")
 	}
 	w := newWorld(t, 1<<20, Options{})
 	// want counts every run so far: the confined escape adds none.

@@ -20,6 +20,8 @@ import (
 
 	"github.com/sluice-dev/sluice/namecheck"
 	"github.com/sluice-dev/sluice/netns"
+
+	"github.com/sluice-dev/sluice/tests/needs"
 )
 
 // The test world: a client namespace (203.0.113.1) and a "CDN" namespace
@@ -60,11 +62,9 @@ func run(t *testing.T, args ...string) {
 }
 
 func newWorld(t *testing.T, bulkBytes int64, o Options) *world {
-	if os.Getuid() != 0 {
-		if os.Getenv("SLUICE_REQUIRE_KERNEL") != "" {
-			t.Fatal("needs root")
-		}
-		t.Skip("needs root")
+	needs.Have(t, needs.World...)
+	if _, err := exec.LookPath("iptables"); err != nil {
+		needs.Skip(t, "needs iptables (apt-get install iptables)")
 	}
 	id := os.Getpid()
 	w := &world{t: t, cns: fmt.Sprintf("spc%d", id), sns: fmt.Sprintf("sps%d", id), bulkBytes: bulkBytes, got: map[int]*record{}}
