@@ -78,6 +78,9 @@ type Broker struct {
 	images sync.RWMutex
 	// proxy is the session's pull-through registry (pullproxy.go).
 	proxy *pullProxy
+	// adds is the session's fetch proxy for builds' ADD URLs
+	// (addproxy.go).
+	adds *addProxy
 	// digests maps the digest references the session pulled through the
 	// proxy (digestKey) to the pulled image's id: the engine's API cannot
 	// give an image a digest reference, so the broker resolves them.
@@ -89,6 +92,7 @@ func New(cfg Config) *Broker {
 	b := &Broker{cfg: cfg, owned: map[string]bool{}, execs: map[string]bool{}, conns: map[net.Conn]struct{}{},
 		networks: map[string]bool{}, volumes: map[string]bool{}, digests: map[string]string{}}
 	b.proxy = newPullProxy(b)
+	b.adds = newAddProxy(b)
 	b.engine = &http.Client{Transport: &http.Transport{DialContext: b.dialEngine, DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	b.srv = &http.Server{Handler: http.HandlerFunc(b.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
 	b.cfg.Scope.Owns = func(ref string) bool { _, ok := b.resolveOwn(context.Background(), ref); return ok }
@@ -112,6 +116,7 @@ func (b *Broker) Serve(l net.Listener) error {
 func (b *Broker) Close() error {
 	err := b.srv.Close()
 	b.proxy.close()
+	b.adds.close()
 	b.mu.Lock()
 	b.closed = true
 	conns := b.conns

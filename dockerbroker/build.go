@@ -65,7 +65,8 @@ import (
 // not what the engine fetches).
 //
 // What the plan does not cover, for the caller: the engine follows an ADD
-// URL's redirects itself (only the first host is judged), and it pulls a
+// URL's redirects itself (the caller sends the Dockerfile's through its
+// fetch proxy, and refuses a trigger's), and it pulls a
 // FROM image again when it is missing or pull=1 is asked, so the triggers
 // the caller judged must be those of the image the engine builds from
 // (pre-pull, then forward with no other pull of that name in between).
@@ -94,6 +95,10 @@ type BuildURL struct {
 	URL  string
 	Host string // lower-cased, without the port
 	Port string // the URL's, or its scheme's (80, 443)
+	// Trigger is set for an ONBUILD trigger's URL, which the engine
+	// reads from an image: the broker cannot send it through its fetch
+	// proxy (addproxy.go).
+	Trigger bool
 }
 
 // BuildPlan is what the engine would fetch for a build: each image and
@@ -840,8 +845,16 @@ func judgeTriggers(context string, triggers []string, stages dfStages, plan *Bui
 			case in.comment && (in.cmd == "add" || in.cmd == "copy"):
 				return refuse(what, "%s: a comment inside the continued instruction (engines differ on which lines are comments)", where)
 			}
-			if r := judgeStep(where, in, stages, plan); r != nil {
+			sub := &BuildPlan{}
+			if r := judgeStep(where, in, stages, sub); r != nil {
 				return r
+			}
+			for _, u := range sub.URLs {
+				u.Trigger = true
+				plan.addURL(u)
+			}
+			for _, img := range sub.Images {
+				plan.addImage(img)
 			}
 		}
 	}

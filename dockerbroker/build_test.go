@@ -310,7 +310,7 @@ func TestJudgeDockerfilePlan(t *testing.T) {
 		{"quoted flag", "FROM alpine AS b\nCOPY --from=\"evil.example/x\" / /\n",
 			[]BuildImage{hub("alpine"), {Ref: "evil.example/x", Host: "evil.example"}}, nil},
 		{"onbuild", "FROM alpine AS base\nONBUILD ADD https://example.com/t /t\nONBUILD COPY --from=ghcr.io/o/t / /\nFROM base\n",
-			[]BuildImage{hub("alpine"), {Ref: "ghcr.io/o/t", Host: "ghcr.io"}}, []BuildURL{{URL: "https://example.com/t", Host: "example.com", Port: "443"}}},
+			[]BuildImage{hub("alpine"), {Ref: "ghcr.io/o/t", Host: "ghcr.io"}}, []BuildURL{{URL: "https://example.com/t", Host: "example.com", Port: "443", Trigger: true}}},
 		{"local sources", "FROM alpine\nADD app.tar.gz /app\nADD --chown=1:1 a b /d/\nCOPY . /src\n", []BuildImage{hub("alpine")}, nil},
 		{"stage name characters", "FROM alpine AS My_Stage-1.x\nFROM my_stage-1.X\n", []BuildImage{hub("alpine")}, nil},
 		// An index of no stage done: judged as the image it names.
@@ -452,7 +452,7 @@ func TestJudgeOnBuild(t *testing.T) {
 		t.Fatalf("refused: %v", r)
 	}
 	want := &BuildPlan{Images: []BuildImage{{Ref: "builder", Host: "registry-1.docker.io"}, {Ref: "1", Host: "registry-1.docker.io"}},
-		URLs: []BuildURL{{URL: "https://example.com/a", Host: "example.com", Port: "443"}}}
+		URLs: []BuildURL{{URL: "https://example.com/a", Host: "example.com", Port: "443", Trigger: true}}}
 	if !reflect.DeepEqual(plan, want) {
 		t.Errorf("plan %+v, want %+v", plan, want)
 	}

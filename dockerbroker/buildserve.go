@@ -94,6 +94,35 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		writeError(w, http.StatusInternalServerError, "sluice: the build context: "+err.Error())
+		return
+	}
+	// ADD URLs go through the broker's fetch proxy (addproxy.go), for
+	// this build only.
+	var addSubst map[string]string
+	if len(plan.URLs) > 0 {
+		subst, doneAdds, err := b.adds.add(plan.URLs)
+		if err != nil {
+			b.refuse(w, http.StatusForbidden, refuse(what, "its ADD URLs: %v", err))
+			return
+		}
+		defer doneAdds()
+		addSubst = subst
+	}
+	// Images pulled by digest through the proxy are named by their ids
+	// (digestref.go), ADD URLs by the fetch proxy's; the context is
+	// otherwise forwarded unchanged.
+	nf, n, rf := b.rewriteBuild(f, q.Get("dockerfile"), text, plan, addSubst)
+	if rf != nil {
+		b.refuse(w, http.StatusForbidden, rf)
+		return
+	}
+	if nf != nil {
+		f.Close()
+		os.Remove(f.Name())
+		f, size = nf, n // removed by the deferred func above
+	}
 	parent, done, err := b.cfg.OnBuild(container)
 	if err != nil {
 		b.refuse(w, http.StatusForbidden, refuse(what, "its steps could not be placed in the session: %v", err))
@@ -105,22 +134,6 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 		b.refuse(w, http.StatusForbidden, rf)
 		return
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		writeError(w, http.StatusInternalServerError, "sluice: the build context: "+err.Error())
-		return
-	}
-	// Images pulled by digest through the proxy are named by their ids
-	// (digestref.go); the context is otherwise forwarded unchanged.
-	nf, n, rf := b.resolveDigests(f, q.Get("dockerfile"), text, plan)
-	if rf != nil {
-		b.refuse(w, http.StatusForbidden, rf)
-		return
-	}
-	if nf != nil {
-		f.Close()
-		os.Remove(f.Name())
-		f, size = nf, n // removed by the deferred func above
-	}
 	// Every image the build needs is on the engine and judged: it pulls
 	// nothing more (the client's --pull was done above).
 	out.Del("pull")
@@ -131,7 +144,15 @@ func (b *Broker) build(w http.ResponseWriter, r *http.Request) {
 	r.ContentLength = size
 	r.TransferEncoding = nil
 	r.Header.Set("Content-Length", strconv.FormatInt(size, 10))
-	b.forward(w, r, nil, nil)
+	var after func(*http.Response) error
+	if len(addSubst) > 0 {
+		after = func(resp *http.Response) error {
+			resp.Body = newAddRewriter(resp.Body, addSubst)
+			resp.Header.Del("Content-Length")
+			return nil
+		}
+	}
+	b.forward(w, r, nil, after)
 }
 
 // spool keeps a build's context in a file of the broker's, bounded.
@@ -188,6 +209,12 @@ func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, plat
 	}
 	urls := func(p *BuildPlan, whose string) *Refusal {
 		for _, u := range p.URLs {
+			if u.Trigger {
+				// The engine reads a trigger from the image: its URL
+				// cannot go through the fetch proxy, and the engine
+				// would follow its redirects unjudged.
+				return refuse("build", "%sONBUILD ADD %s: the engine would fetch a trigger's URL itself and follow its redirects unjudged; ADD it in the Dockerfile that builds FROM the image, or fetch it in a RUN step, which runs confined", whose, u.URL)
+			}
 			if err := fetch(net.JoinHostPort(u.Host, u.Port)); err != nil {
 				return refuse("build", "%sADD %s: the engine would fetch it itself: %v", whose, u.URL, err)
 			}
@@ -221,7 +248,7 @@ func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, plat
 		if rf != nil {
 			return refuse("build", "FROM %s: its ONBUILD triggers: %s", img.Ref, rf.Why)
 		}
-		whose := img.Ref + "'s ONBUILD "
+		whose := img.Ref + "'s "
 		if rf := urls(more, whose); rf != nil {
 			return rf
 		}

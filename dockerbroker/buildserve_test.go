@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -177,8 +178,15 @@ func TestBrokerBuild(t *testing.T) {
 	if q.Get("cgroupparent") != "/sluice/run-1.alias-0" || q.Get("version") != "1" || q.Get("t") != "x:1" || q.Get("networkmode") != "none" {
 		t.Errorf("the forwarded query: %v", q)
 	}
-	if !bytes.Equal(fe.bodies[0], testContext(t, df)) {
-		t.Error("the forwarded context is not the client's bytes")
+	// The same context, but for the ADD URL, which is the broker's fetch
+	// proxy's (on loopback, the URL's path kept).
+	sent, err := ReadBuildContext(bytes.NewReader(fe.bodies[0]), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := regexp.MustCompile(`^FROM base:1\nCOPY --from=registry.allowed.test/tools:1 /t /t\nADD http://127\.0\.0\.1:[0-9]+/[0-9a-f]{32}/0/a\.tar /a\nRUN true\n$`)
+	if !proxied.Match(sent) {
+		t.Errorf("the forwarded Dockerfile:\n%s\nwant the client's with the ADD URL the fetch proxy's", sent)
 	}
 	if strings.Join(fe.pulls, " ") != "registry.allowed.test/tools:1" {
 		t.Errorf("the broker's pulls: %v (want the missing image's)", fe.pulls)
@@ -216,7 +224,9 @@ func TestBrokerBuild(t *testing.T) {
 		{"version=2", "FROM base:1\n", "BuildKit"},
 		{"", "FROM registry.denied.test/base:1\n", "registry.denied.test"},
 		{"", "FROM base:1\nADD http://files.denied.test/x /x\n", "files.denied.test"},
-		{"", "FROM trig:1\n", "files.denied.test"},
+		{"", "FROM trig:1\n", "trig:1's ONBUILD ADD http://files.denied.test/x: the engine would fetch a trigger's URL itself"},
+		{"", "FROM base:1\nONBUILD ADD https://files.allowed.test/a /a\n", "ONBUILD ADD https://files.allowed.test/a"},
+		{"", "FROM base:1\nADD https://files.allowed.test/a\\\n.tar /a\n", "write the URL whole on one line"},
 		{"", "FROM registry.allowed.test/onbuild:1\n", "registry.denied.test"},
 		{"", "FROM registry.allowed.test/broken:1\n", "manifest unknown"},
 		{"", "FROM $BASE\n", "$"},

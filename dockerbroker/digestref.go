@@ -185,35 +185,44 @@ func rewriteContext(src io.Reader, dst io.Writer, name string, data []byte) erro
 	return tw.Close()
 }
 
-// resolveDigests is a build's context with each image of plan the
-// session pulled by digest through the proxy named by its id in the
-// Dockerfile (text, at the build's dockerfile parameter), in a new spool
-// file at its start; nil when the build names none. The Dockerfile
-// rewritten is judged again, and must name none of them any more: one
-// the rewrite missed (written across lines) would be pulled by the engine
-// itself.
-func (b *Broker) resolveDigests(f io.Reader, param string, text []byte, plan *BuildPlan) (*os.File, int64, *Refusal) {
+// rewriteBuild is a build's context with each image of plan the session
+// pulled by digest through the proxy named by its id in the Dockerfile
+// (text, at the build's dockerfile parameter), and each ADD URL of adds
+// (as the Dockerfile writes it) by the fetch proxy's URL for it, in a
+// new spool file at its start; nil when there is nothing to rewrite. The
+// Dockerfile rewritten is judged again, and must name none of them any
+// more: one the rewrite missed (written across lines) would be fetched by
+// the engine itself.
+func (b *Broker) rewriteBuild(f io.Reader, param string, text []byte, plan *BuildPlan, adds map[string]string) (*os.File, int64, *Refusal) {
 	subst := map[string]string{}
 	for _, img := range plan.Images {
 		if id, ok := b.pulledDigest(img.Ref); ok {
 			subst[img.Ref] = id
 		}
 	}
-	if len(subst) == 0 {
+	if len(subst) == 0 && len(adds) == 0 {
 		return nil, 0, nil
 	}
 	name, _, err := dockerfileName(param)
 	if err != nil {
 		return nil, 0, refuse("build", "the Dockerfile: %v", err)
 	}
-	out := rewriteDockerfile(text, subst)
+	out, err := rewriteAdds(rewriteDockerfile(text, subst), adds)
+	if err != nil {
+		return nil, 0, refuse("build", "the Dockerfile: %v", err)
+	}
 	again, rf := JudgeDockerfile(out)
 	if rf != nil {
-		return nil, 0, refuse("build", "the Dockerfile with its digest references resolved: %s", rf.Why)
+		return nil, 0, refuse("build", "the Dockerfile with its digest references and ADD URLs rewritten: %s", rf.Why)
 	}
 	for _, img := range again.Images {
 		if _, ok := subst[img.Ref]; ok {
 			return nil, 0, refuse("build", "%s: write it on its instruction's first line (the broker names it by the image's id there)", img.Ref)
+		}
+	}
+	for _, u := range again.URLs {
+		if _, ok := adds[u.URL]; ok {
+			return nil, 0, refuse("build", "ADD %s: write the URL whole on one line (the broker sends it through its fetch proxy)", u.URL)
 		}
 	}
 	nf, err := b.spoolFile()
