@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/dnsresolver"
 	"github.com/sluice-dev/sluice/kaudit"
 	"github.com/sluice-dev/sluice/loader"
+	"github.com/sluice-dev/sluice/namecheck"
 )
 
 // The audit events of a session's enforcement, the same whoever runs the
@@ -22,19 +23,47 @@ import (
 // of what would have been one). learnedFrom names the host names an
 // address was learned from (nil: none). It reads /proc/<pid>/exe for Exe.
 func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
-	e := FromKernelBrief(session, ev)
+	var e Event
+	if ev.Hook == loader.HookTLS {
+		e = FromNameCheck(session, TLSRefusal(ev, learnedFrom))
+	} else {
+		e = FromKernelBrief(session, ev)
+		if !ev.IsUnix() && ev.Addr.IsValid() && learnedFrom != nil {
+			e.Host = strings.Join(learnedFrom(ev.Addr), ",")
+		}
+	}
 	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ev.PID)); err == nil && inCgroup(ev.PID, session) {
 		e.Exe = exe
 	}
-	if !ev.IsUnix() && ev.Addr.IsValid() && learnedFrom != nil {
-		e.Host = strings.Join(learnedFrom(ev.Addr), ",")
-	}
 	return e
+}
+
+// TLSRefusal is a refusal of the kernel's TLS check (loader.HookTLS) as
+// the session's verifier would have made it (namecheck.Refusal): one
+// event type, one line, whichever judged the name. learnedFrom (may be
+// nil) names the names the address was learned for.
+func TLSRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) namecheck.Refusal {
+	var learned []string
+	if learnedFrom != nil && ev.Addr.IsValid() {
+		learned = learnedFrom(ev.Addr)
+	}
+	why := ev.Reason.String()
+	if ev.Reason == loader.ReasonSNI {
+		why = namecheck.NameNotAllowed
+	}
+	return namecheck.Refusal{
+		PID: ev.PID, Comm: ev.Comm, Dst: netip.AddrPortFrom(ev.Addr, ev.Port),
+		Flight:     namecheck.Flight{Proto: namecheck.ProtoTLS, Name: ev.Name},
+		LearnedFor: learned, Reason: namecheck.Explain(why, learned), Audit: ev.Audit,
+	}
 }
 
 // FromKernelBrief is FromKernel without Exe and Host, which cost a /proc
 // read and a lookup per denial: all that a line on the terminal needs.
 func FromKernelBrief(session string, ev loader.Event) Event {
+	if ev.Hook == loader.HookTLS {
+		return FromNameCheck(session, TLSRefusal(ev, nil))
+	}
 	uid := ev.UID
 	e := Event{
 		Type: EgressDenied, Session: session, PID: ev.PID, Comm: ev.Comm, UID: &uid,

@@ -307,6 +307,8 @@ const enum sluice_reason *unused_reason __attribute__((unused));
 const enum sluice_counter *unused_counter __attribute__((unused));
 const enum sluice_session_flag *unused_session_flag __attribute__((unused));
 const enum sluice_event_flag *unused_event_flag __attribute__((unused));
+const struct name_event *unused_name_event __attribute__((unused));
+const struct sni_key *unused_sni_key __attribute__((unused));
 
 struct verdict {
 	__u64 cgroup;
@@ -344,19 +346,10 @@ static __always_inline void count(__u64 cg, enum sluice_counter which)
 		c->n[which]++;
 }
 
-static __always_inline void emit(struct verdict *v, __u8 flags)
+/* fill_event writes the verdict into an event record reserved on a ring
+ * buffer: who (the current task), what and why. */
+static __always_inline void fill_event(struct event *e, struct verdict *v, __u8 flags)
 {
-	struct event *e;
-	void *rb = bpf_map_lookup_elem(&session_events, &v->cgroup);
-
-	if (rb)
-		e = bpf_ringbuf_reserve(rb, sizeof(*e), 0);
-	else
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(v->cgroup, COUNTER_EVENTS_LOST);
-		return;
-	}
 	__u64 pt = bpf_get_current_pid_tgid();
 	e->ts = bpf_ktime_get_boot_ns();
 	e->cgroup = v->cgroup;
@@ -375,6 +368,26 @@ static __always_inline void emit(struct verdict *v, __u8 flags)
 	e->arg1 = v->arg1;
 	e->arg2 = v->arg2;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/* reserve takes size bytes of the session's own ring buffer, or of the
+ * machine's. */
+static __always_inline void *reserve(__u64 cgroup, __u64 size)
+{
+	void *rb = bpf_map_lookup_elem(&session_events, &cgroup);
+	if (rb)
+		return bpf_ringbuf_reserve(rb, size, 0);
+	return bpf_ringbuf_reserve(&events, size, 0);
+}
+
+static __always_inline void emit(struct verdict *v, __u8 flags)
+{
+	struct event *e = reserve(v->cgroup, sizeof(*e));
+	if (!e) {
+		count(v->cgroup, COUNTER_EVENTS_LOST);
+		return;
+	}
+	fill_event(e, v, flags);
 	bpf_ringbuf_submit(e, 0);
 }
 

@@ -67,6 +67,8 @@ static __always_inline int judge4(struct bpf_sock_addr *ctx, __u8 hook)
 	struct verdict v = {
 		.ip = {0, 0, bpf_htonl(0xffff), ctx->user_ip4},
 	};
+	if (hook == HOOK_CONNECT4)
+		sni_forget(ctx);
 	if (ctx->user_port == bpf_htons(53) && redirect_dns(ctx, v.ip, 0))
 		return 1;
 	if (is_local(v.ip))
@@ -88,6 +90,8 @@ static __always_inline int judge6(struct bpf_sock_addr *ctx, __u8 hook)
 		.ip = {ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
 		       ctx->user_ip6[3]},
 	};
+	if (hook == HOOK_CONNECT6)
+		sni_forget(ctx);
 	if (ctx->user_port == bpf_htons(53) && redirect_dns(ctx, v.ip, 1))
 		return 1;
 	if (is_local(v.ip))

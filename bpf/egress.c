@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "kdns.h"
+#include "sni.h"
 
 /* The setsockopt hook cannot see per-packet control messages (IPV6_RTHDR or
  * IP_RETOPTS cmsgs on sendmsg), so source-routed packets are also dropped on
@@ -101,25 +102,66 @@ static __always_inline int egress_dns(struct __sk_buff *skb)
 	return kdns_socket(skb) ? KDNS_DROP_QUIET : 1;
 }
 
+/* egress_tcp is the kernel TLS check's backstop (sni.h): a segment with
+ * payload of a socket whose name is not judged yet never passed sk_msg,
+ * and is dropped; iph is the IP header's length. Until a socket was
+ * marked on the machine, one array lookup. */
+static __always_inline int egress_tcp(struct __sk_buff *skb, __u32 iph)
+{
+	if (!sni_marked_any())
+		return 1;
+	struct bpf_sock *sk = skb->sk;
+	if (!sk)
+		return 1;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 1;
+	struct sni_state *st = bpf_sk_storage_get(&sni_states, sk, 0, 0);
+	if (!st || st->state == SNI_VERIFIED)
+		return 1;
+	__u8 doff;
+	if (bpf_skb_load_bytes(skb, iph + 12, &doff, 1))
+		return 0;
+	if (skb->len <= iph + (doff >> 4) * 4)
+		return 1; /* no payload: SYN, ACK, FIN, RST */
+	return 0;
+}
+
 SEC("cgroup_skb/egress")
 int sluice_egress(struct __sk_buff *skb)
 {
 	const __u8 *data = (const __u8 *)(long)skb->data;
 	const __u8 *end = (const __u8 *)(long)skb->data_end;
 
-	/* The common packet: recognised, and found not to be UDP (TCP: done),
-	 * from the bytes read in place. */
+	/* The common packet: recognised, and found not to be UDP (TCP: the
+	 * name check's backstop), from the bytes read in place. */
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		if (data + 10 <= end && (data[0] & 0xf) == 5)
-			return data[9] == IPPROTO_UDP ? egress_dns(skb) : 1;
+		if (data + 10 <= end && (data[0] & 0xf) == 5) {
+			if (data[9] == IPPROTO_UDP)
+				return egress_dns(skb);
+			return data[9] == IPPROTO_TCP ? egress_tcp(skb, 20) : 1;
+		}
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		if (data + 7 <= end && data[6] != NEXTHDR_HOP &&
-		    data[6] != NEXTHDR_DEST && data[6] != NEXTHDR_ROUTING)
-			return data[6] == IPPROTO_UDP ? egress_dns(skb) : 1;
+		    data[6] != NEXTHDR_DEST && data[6] != NEXTHDR_ROUTING) {
+			if (data[6] == IPPROTO_UDP)
+				return egress_dns(skb);
+			return data[6] == IPPROTO_TCP ? egress_tcp(skb, 40) : 1;
+		}
 	} else {
 		return 1;
 	}
 	if (!egress_slow(skb))
 		return 0;
+	/* IPv4 with options (IP_OPTIONS needs no privilege): the backstop
+	 * after them. IPv6 extension headers on TCP need CAP_NET_RAW
+	 * (IPV6_HOPOPTS, IPV6_DSTOPTS), which sessions do not have. */
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		__u8 h[10];
+		if (bpf_skb_load_bytes(skb, 0, h, 10))
+			return 1;
+		if (h[9] == IPPROTO_TCP)
+			return egress_tcp(skb, (h[0] & 0xf) * 4);
+	}
 	return egress_dns(skb);
 }

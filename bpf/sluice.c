@@ -28,6 +28,7 @@
 #include "kdns.h"
 #include "dns_redirect.h"
 #include "verify.h"
+#include "sni.h"
 
 #include "connect.c"
 #include "recvmsg.c"
@@ -36,3 +37,4 @@
 #include "bind.c"
 #include "unix.c"
 #include "verify.c"
+#include "sni.c"

@@ -55,7 +55,12 @@ enum sluice_counter {
 	 * every lookup (UNIX_QUIET). Apart from COUNTER_DENIED, which would
 	 * otherwise grow by two per lookup and be useless for alerting. */
 	COUNTER_QUIET = 4,
-	COUNTER_MAX = 5,
+	/* The kernel's TLS check (sni.h): first flights judged, and refused
+	 * (in audit mode: would have been). Apart from COUNTER_DENIED, as
+	 * the user-space verifier's counts are. */
+	COUNTER_NAME_CHECKED = 5,
+	COUNTER_NAME_REFUSED = 6,
+	COUNTER_MAX = 7,
 };
 
 /* Per-CPU counters of one session (no atomics on the allowed path),
@@ -98,6 +103,7 @@ enum sluice_hook {
 	HOOK_EGRESS = 7,
 	HOOK_UNIX_CONNECT = 8, /* connect() of a stream/seqpacket or datagram unix socket */
 	HOOK_UNIX_SEND = 9,    /* sendmsg() of a datagram unix socket to a named peer */
+	HOOK_TLS = 10,         /* the first flight of a TLS connection to a learned address (sni.h): a name_event */
 };
 
 /* event.reason */
@@ -113,6 +119,15 @@ enum sluice_reason {
 	/* Name verification (verify.h): numbered apart from the other reasons. */
 	REASON_QUIC = 20,            /* UDP 443 to a learned address: QUIC hides the name it is for */
 	REASON_VERIFY_UNAVAILABLE = 21, /* the connection could not be handed to the session's verifier */
+	/* The kernel's own check of TLS on port 443 of a learned address
+	 * (sni.h): the SNI of the first ClientHello, judged in sk_msg. */
+	REASON_SNI = 22,         /* the SNI names no allowed name (name_event.name) */
+	REASON_NO_SNI = 23,      /* a ClientHello without SNI */
+	REASON_ECH = 24,         /* an Encrypted ClientHello: its inner SNI is hidden */
+	REASON_NOT_TLS = 25,     /* the first bytes are not one TLS record holding a whole ClientHello */
+	REASON_SNI_LONG = 26,    /* an SNI longer than SNI_NAME_MAX - 1 bytes */
+	REASON_FASTOPEN = 27,    /* TCP Fast Open data would leave before the name is judged */
+	REASON_ULP = 28,         /* a TCP ULP (kTLS) before the name is judged */
 };
 
 /* event.flags */
@@ -198,6 +213,30 @@ struct unix_event {
 	__u8 pad[3];
 	__u32 len;
 	char path[112];
+};
+
+/* The names a session's TLS connections to learned addresses may carry
+ * (sni.h): an LPM trie over the session id and the name reversed, so
+ * that one lookup finds an exact entry (the reversed name and a NUL) or a
+ * wildcard's (the reversed domain and a dot: *.example.com is
+ * "moc.elpmaxe.", which never matches example.com itself). prefixlen is
+ * in bits of data, the session's 8 bytes included. */
+#define SNI_NAME_MAX 128
+#define MAX_SNI_NAMES (64 * 1024)
+
+struct sni_key {
+	__u32 prefixlen;
+	__u8 data[8 + SNI_NAME_MAX]; /* session id (host order bytes), name reversed, NULs after */
+};
+
+/* A refusal of the kernel's TLS check: the event (hook HOOK_TLS), then
+ * the SNI it read, reversed as the key holds it (len bytes; none for
+ * reasons other than REASON_SNI). */
+struct name_event {
+	struct event e;
+	__u32 len;
+	__u32 pad;
+	char name[SNI_NAME_MAX];
 };
 
 #endif

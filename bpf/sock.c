@@ -6,6 +6,8 @@
  * setsockopt (no source routing). */
 
 #include "common.h"
+#include "sni.h"
+#include "verify.h"
 
 /* Only TCP and UDP: ICMP ping sockets, SCTP, MPTCP (whose subflows the
  * kernel opens to peer-announced addresses), UDP-Lite and raw sockets are
@@ -54,10 +56,48 @@ int sluice_sock_create(struct bpf_sock *sk)
  * caller's buffer instead of a kernel copy) was measured too: the option's
  * handler then copies from user memory, which costs what the kmalloc and
  * memcpy it saves did, so the handler keeps the copy this program saw. */
+/* sni_sockopt refuses what would put other bytes on the wire than the
+ * kernel's TLS check read (sni.h): TCP_ULP (kTLS) on a socket whose name
+ * is not judged yet, and TCP_FASTOPEN_CONNECT, which comes before connect
+ * (so before the socket is known to be checked) and sends the first
+ * flight in the SYN, in every session with a name check. */
+static __always_inline int sni_sockopt(struct bpf_sockopt *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct verdict v = {
+		.hook = HOOK_SETSOCKOPT,
+		.arg0 = ctx->level,
+		.arg1 = ctx->optname,
+		.arg2 = ctx->optlen,
+	};
+	if (ctx->optname == TCP_ULP_) {
+		struct sni_state *st = sk && sni_marked_any() ? bpf_sk_storage_get(&sni_states, sk, 0, 0) : 0;
+		if (!st || st->state == SNI_VERIFIED)
+			return 1;
+		v.cgroup = st->session;
+		v.reason = REASON_ULP;
+	} else {
+		struct session *s;
+		v.cgroup = session_of(&s);
+		if (!bpf_map_lookup_elem(&verify_sessions, &v.cgroup))
+			return 1;
+		v.reason = REASON_FASTOPEN;
+	}
+	if (sk)
+		v.family = sk->family;
+	return refuse(&v, bpf_map_lookup_elem(&sessions, &v.cgroup));
+}
+
 SEC("cgroup/setsockopt")
 int sluice_setsockopt(struct bpf_sockopt *ctx)
 {
 	int bad = 0;
+
+	if (ctx->level == SOL_TCP_ && (ctx->optname == TCP_ULP_ || ctx->optname == TCP_FASTOPEN_CONNECT_)) {
+		if (!sni_sockopt(ctx))
+			return 0;
+		return 1;
+	}
 
 	if (ctx->level == SOL_IPV6 &&
 	    (ctx->optname == IPV6_RTHDR || ctx->optname == IPV6_2292RTHDR ||

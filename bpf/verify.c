@@ -6,6 +6,8 @@
  * verifier leaves, file its original destination under the loopback port
  * it connects from, the one thing of the client the verifier's accept can
  * see (verify.h). Every other socket costs one storage lookup per connect.
+ * The kernel's TLS check (sni.h) takes its sockets' connect, established
+ * and RTT callbacks.
  *
  * sk_skb verdict: the in-kernel splice of a judged connection (verify.h,
  * verify_socks). */
@@ -13,13 +15,72 @@
 #include "common.h"
 #include "verify.h"
 
+/* sni_sockops is the kernel TLS check's part (sni.h): a pending socket's
+ * user timeout is bounded while its SYN leaves, it joins sni_socks once
+ * established, and leaves it with the first ACK after its verdict. */
+static __always_inline void sni_sockops(struct bpf_sock_ops *skops, struct bpf_sock *sk)
+{
+	struct sni_state *st = bpf_sk_storage_get(&sni_states, sk, 0, 0);
+	if (!st)
+		return;
+	switch (skops->op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB: {
+		if (st->state != SNI_PENDING)
+			return;
+		int old = 0, bound = SNI_USER_TIMEOUT_MS;
+		if (bpf_getsockopt(skops, SOL_TCP_, TCP_USER_TIMEOUT_, &old, sizeof(old)))
+			return;
+		if (old > 0 && old <= bound)
+			return;
+		if (!bpf_setsockopt(skops, SOL_TCP_, TCP_USER_TIMEOUT_, &bound, sizeof(bound))) {
+			st->timeout = 1;
+			st->user_timeout = old;
+		}
+		return;
+	}
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB: {
+		if (st->state != SNI_PENDING)
+			return;
+		__u64 c = bpf_get_socket_cookie(skops);
+		st->cookie = c;
+		/* A socket that cannot join sni_socks is never verified: the
+		 * egress backstop keeps its bytes off the wire. */
+		if (!bpf_sock_hash_update(skops, &sni_socks, &c, BPF_NOEXIST))
+			st->hashed = 1;
+		bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG);
+		return;
+	}
+	case BPF_SOCK_OPS_RTT_CB: {
+		if (st->state != SNI_VERIFIED)
+			return;
+		if (st->hashed) {
+			__u64 c = st->cookie;
+			bpf_map_delete_elem(&sni_socks, &c);
+			st->hashed = 0;
+		}
+		if (st->timeout) {
+			int old = st->user_timeout;
+			bpf_setsockopt(skops, SOL_TCP_, TCP_USER_TIMEOUT_, &old, sizeof(old));
+			st->timeout = 0;
+		}
+		bpf_sock_ops_cb_flags_set(skops, 0);
+		return;
+	}
+	}
+}
+
 SEC("sockops")
 int sluice_sockops(struct bpf_sock_ops *skops)
 {
-	if (skops->op != BPF_SOCK_OPS_TCP_CONNECT_CB)
+	__u32 op = skops->op;
+	if (op != BPF_SOCK_OPS_TCP_CONNECT_CB && op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && op != BPF_SOCK_OPS_RTT_CB)
 		return 1;
 	struct bpf_sock *sk = skops->sk;
 	if (!sk)
+		return 1;
+	if (sni_marked_any())
+		sni_sockops(skops, sk);
+	if (op != BPF_SOCK_OPS_TCP_CONNECT_CB)
 		return 1;
 	struct verify_orig *o = bpf_sk_storage_get(&verify_origins, sk, 0, 0);
 	if (!o)

@@ -75,6 +75,11 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 	if err := s.applyLocal(p.Local()); err != nil {
 		return err
 	}
+	if s.verifier != nil {
+		if err := s.setNames(p); err != nil {
+			return err
+		}
+	}
 	if s.resolver != nil {
 		s.resolver.SetPolicy(p)
 	}

@@ -105,7 +105,35 @@ func (s *Session) startVerifier(opts Options) error {
 	if len(s.verifyPorts) > 1 {
 		p6 = s.verifyPorts[1]
 	}
+	// The kernel's TLS check (port 443) needs the names before any
+	// connection is checked.
+	if err := s.setNames(opts.Policy); err != nil {
+		return err
+	}
 	return s.e.dp.SetVerifier(id, s.verifyPorts[0], p6)
+}
+
+// setNames gives the kernel's TLS check (bpf/sni.h) the names p allows,
+// the ones the verifier's judgement (namecheck.Judge) takes.
+func (s *Session) setNames(p *allowlist.Policy) error {
+	exact, wild := sniNames(p)
+	if err := s.e.dp.SetNames(s.cg.ID(), exact, wild); err != nil {
+		return fmt.Errorf("name verifier: %w", err)
+	}
+	return nil
+}
+
+// sniNames are the host names and the wildcards' domains of p.
+func sniNames(p *allowlist.Policy) (exact, wild []string) {
+	for _, e := range p.Names() {
+		switch e.Kind {
+		case allowlist.KindHost:
+			exact = append(exact, e.Name)
+		case allowlist.KindWildcard:
+			wild = append(wild, e.Name)
+		}
+	}
+	return exact, wild
 }
 
 // nsDialer dials from another network namespace: a socket belongs to the

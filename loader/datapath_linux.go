@@ -206,6 +206,10 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		d.links = append(d.links, l)
 		d.progs = append(d.progs, a.prog(&d.objs))
 	}
+	if err := d.attachSNI(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if err := d.installKDNS(); err != nil {
 		d.Close()
 		return nil, err

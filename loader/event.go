@@ -25,6 +25,9 @@ const (
 	HookEgress      = Hook(sluiceSluiceHookHOOK_EGRESS)
 	HookUnixConnect = Hook(sluiceSluiceHookHOOK_UNIX_CONNECT)
 	HookUnixSend    = Hook(sluiceSluiceHookHOOK_UNIX_SEND)
+	// HookTLS: the kernel's check of a TLS connection's first flight to
+	// port 443 of a learned address (bpf/sni.h); Event.Name is its SNI.
+	HookTLS = Hook(sluiceSluiceHookHOOK_TLS)
 )
 
 func (h Hook) String() string {
@@ -47,6 +50,8 @@ func (h Hook) String() string {
 		return "unix_connect"
 	case HookUnixSend:
 		return "unix_send"
+	case HookTLS:
+		return "tls"
 	}
 	return fmt.Sprintf("hook(%d)", uint8(h))
 }
@@ -71,7 +76,19 @@ const (
 	// ReasonVerifyUnavailable: a name-checked connection could not be
 	// handed to the session's verifier (no socket storage).
 	ReasonVerifyUnavailable = Reason(sluiceSluiceReasonREASON_VERIFY_UNAVAILABLE)
+	// The kernel's TLS check (bpf/sni.h), HookTLS events but for
+	// ReasonFastOpen and ReasonULP (HookConnect*, HookSetsockopt).
+	ReasonSNI      = Reason(sluiceSluiceReasonREASON_SNI)
+	ReasonNoSNI    = Reason(sluiceSluiceReasonREASON_NO_SNI)
+	ReasonECH      = Reason(sluiceSluiceReasonREASON_ECH)
+	ReasonNotTLS   = Reason(sluiceSluiceReasonREASON_NOT_TLS)
+	ReasonSNILong  = Reason(sluiceSluiceReasonREASON_SNI_LONG)
+	ReasonFastOpen = Reason(sluiceSluiceReasonREASON_FASTOPEN)
+	ReasonULP      = Reason(sluiceSluiceReasonREASON_ULP)
 )
+
+// SNINameMax is the longest SNI the kernel's TLS check reads, plus one.
+const SNINameMax = len(sluiceNameEvent{}.Name)
 
 // String is the explanation a user reads.
 func (r Reason) String() string {
@@ -96,6 +113,20 @@ func (r Reason) String() string {
 		return `QUIC (UDP 443) to an address learned for a name: its name is encrypted, so it cannot be checked; clients fall back to TCP ("verify": "address" on the entry allows it)`
 	case ReasonVerifyUnavailable:
 		return "the connection's name could not be checked (no socket storage for the verifier)"
+	case ReasonSNI:
+		return "the name is not allowed"
+	case ReasonNoSNI:
+		return "a ClientHello without SNI names no host"
+	case ReasonECH:
+		return "the ClientHello carries an Encrypted ClientHello, whose inner SNI sluice cannot read"
+	case ReasonNotTLS:
+		return "port 443 of an address learned for a name takes TLS: the first bytes are not one TLS record holding a whole ClientHello"
+	case ReasonSNILong:
+		return fmt.Sprintf("the SNI is longer than the %d bytes the kernel's check reads", SNINameMax-1)
+	case ReasonFastOpen:
+		return "TCP Fast Open would send data before the connection's name is checked"
+	case ReasonULP:
+		return "a TCP ULP (kTLS) before the connection's name is checked would send other bytes than the ones judged"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -128,6 +159,9 @@ type Event struct {
 	// Unix is the unix socket a HookUnixConnect or HookUnixSend event
 	// tried to reach: the name its server bound, "/path" or "@abstract".
 	Unix string
+	// Name is the SNI a HookTLS event read (ReasonSNI, ReasonECH), lower-
+	// cased.
+	Name string
 }
 
 // IsUnix reports whether the event is about a unix socket.
@@ -139,6 +173,9 @@ var eventSize = binary.Size(sluiceEvent{})
 
 // unixEventSize is sizeof(struct unix_event): the event, then the name.
 var unixEventSize = binary.Size(sluiceUnixEvent{})
+
+// nameEventSize is sizeof(struct name_event): the event, then the SNI.
+var nameEventSize = binary.Size(sluiceNameEvent{})
 
 // decodeRecord fills *v from the start of b, which holds at least
 // sizeof(*v) bytes. The datapath writes records in the host's byte order
@@ -186,6 +223,14 @@ func ParseEvent(b []byte) (Event, error) {
 		e.Unix = unixName(u.Abstract != 0, u.Path[:min(int(u.Len), len(u.Path))])
 	} else if e.Hook != HookSockCreate && e.Hook != HookSetsockopt {
 		e.Addr = addr
+	}
+	if e.Hook == HookTLS {
+		if len(b) < nameEventSize {
+			return Event{}, fmt.Errorf("TLS event record of %d bytes, want %d", len(b), nameEventSize)
+		}
+		var n sluiceNameEvent
+		decodeRecord(b, &n)
+		e.Name = sniName(n.Name[:min(int(n.Len), len(n.Name))])
 	}
 	var comm strings.Builder
 	for _, c := range r.Comm {
@@ -350,4 +395,19 @@ func unixName[T int8 | uint8](abstract bool, p []T) string {
 		return "@" + string(b)
 	}
 	return string(b)
+}
+
+// sniName is the SNI as the kernel's key holds it (reversed), read
+// forwards; a byte that is not printable ASCII is shown escaped.
+func sniName(rev []int8) string {
+	var b strings.Builder
+	for i := len(rev) - 1; i >= 0; i-- {
+		c := byte(rev[i])
+		if c < 0x21 || c > 0x7e || c == '\\' {
+			fmt.Fprintf(&b, "\\x%02x", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

@@ -54,9 +54,11 @@ const (
 	kdnsVarUnusedKdnsNameKey  = "unused_kdns_name_key"
 	kdnsVarUnusedKdnsQuery    = "unused_kdns_query"
 	kdnsVarUnusedKdnsQueryKey = "unused_kdns_query_key"
+	kdnsVarUnusedNameEvent    = "unused_name_event"
 	kdnsVarUnusedPortKind     = "unused_port_kind"
 	kdnsVarUnusedReason       = "unused_reason"
 	kdnsVarUnusedSessionFlag  = "unused_session_flag"
+	kdnsVarUnusedSniKey       = "unused_sni_key"
 	kdnsVarUnusedUnixEvent    = "unused_unix_event"
 	kdnsVarUnusedUnixVerdict  = "unused_unix_verdict"
 )
@@ -153,9 +155,11 @@ type kdnsVariableSpecs struct {
 	UnusedKdnsNameKey  *ebpf.VariableSpec `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.VariableSpec `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.VariableSpec `ebpf:"unused_kdns_query_key"`
+	UnusedNameEvent    *ebpf.VariableSpec `ebpf:"unused_name_event"`
 	UnusedPortKind     *ebpf.VariableSpec `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.VariableSpec `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
+	UnusedSniKey       *ebpf.VariableSpec `ebpf:"unused_sni_key"`
 	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
 }
@@ -253,9 +257,11 @@ type kdnsVariables struct {
 	UnusedKdnsNameKey  *ebpf.Variable `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.Variable `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.Variable `ebpf:"unused_kdns_query_key"`
+	UnusedNameEvent    *ebpf.Variable `ebpf:"unused_name_event"`
 	UnusedPortKind     *ebpf.Variable `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.Variable `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
+	UnusedSniKey       *ebpf.Variable `ebpf:"unused_sni_key"`
 	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
 }

@@ -31,6 +31,10 @@ type Counters struct {
 	// lookup (enforcer.QuietUnixSockets), not in Denied: expected, and
 	// the caller falls back to files and DNS.
 	Quiet uint64
+	// NameChecked and NameRefused count the first flights the kernel's
+	// TLS check judged (bpf/sni.h), and those it refused (in audit mode:
+	// would have); apart from Denied, as the session verifier's are.
+	NameChecked, NameRefused uint64
 }
 
 // SessionConfig is a session's entry in the datapath.
@@ -239,6 +243,8 @@ func (d *Datapath) Counters(cgid uint64) (Counters, error) {
 		c.Audited += p.N[sluiceSluiceCounterCOUNTER_AUDITED]
 		c.EventsLost += p.N[sluiceSluiceCounterCOUNTER_EVENTS_LOST]
 		c.Quiet += p.N[sluiceSluiceCounterCOUNTER_QUIET]
+		c.NameChecked += p.N[sluiceSluiceCounterCOUNTER_NAME_CHECKED]
+		c.NameRefused += p.N[sluiceSluiceCounterCOUNTER_NAME_REFUSED]
 	}
 	return c, nil
 }
@@ -272,6 +278,9 @@ func (d *Datapath) RemoveSession(cgid uint64, k *Known) error {
 	}
 	del(d.objs.Sessions, cgid, "policy")
 	d.removeVerify(cgid, &errs)
+	if err := d.SetNames(cgid, nil, nil); err != nil {
+		errs = append(errs, err)
+	}
 	if err := d.ClearKDNS(cgid); err != nil {
 		errs = append(errs, err)
 	}

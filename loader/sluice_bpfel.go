@@ -23,7 +23,7 @@ type sluiceCidrKey struct {
 
 type sluiceCounters struct {
 	_ structs.HostLayout
-	N [5]uint64
+	N [7]uint64
 }
 
 type sluiceDnsOrig struct {
@@ -130,6 +130,14 @@ type sluiceLearnedValue struct {
 	Expires uint64
 }
 
+type sluiceNameEvent struct {
+	_    structs.HostLayout
+	E    sluiceEvent
+	Len  uint32
+	Pad  uint32
+	Name [128]int8
+}
+
 type sluicePortBitmap struct {
 	_    structs.HostLayout
 	Bits [1024]uint64
@@ -159,12 +167,14 @@ type sluiceSession struct {
 type sluiceSluiceCounter uint32
 
 const (
-	sluiceSluiceCounterCOUNTER_ALLOWED     sluiceSluiceCounter = 0
-	sluiceSluiceCounterCOUNTER_DENIED      sluiceSluiceCounter = 1
-	sluiceSluiceCounterCOUNTER_AUDITED     sluiceSluiceCounter = 2
-	sluiceSluiceCounterCOUNTER_EVENTS_LOST sluiceSluiceCounter = 3
-	sluiceSluiceCounterCOUNTER_QUIET       sluiceSluiceCounter = 4
-	sluiceSluiceCounterCOUNTER_MAX         sluiceSluiceCounter = 5
+	sluiceSluiceCounterCOUNTER_ALLOWED      sluiceSluiceCounter = 0
+	sluiceSluiceCounterCOUNTER_DENIED       sluiceSluiceCounter = 1
+	sluiceSluiceCounterCOUNTER_AUDITED      sluiceSluiceCounter = 2
+	sluiceSluiceCounterCOUNTER_EVENTS_LOST  sluiceSluiceCounter = 3
+	sluiceSluiceCounterCOUNTER_QUIET        sluiceSluiceCounter = 4
+	sluiceSluiceCounterCOUNTER_NAME_CHECKED sluiceSluiceCounter = 5
+	sluiceSluiceCounterCOUNTER_NAME_REFUSED sluiceSluiceCounter = 6
+	sluiceSluiceCounterCOUNTER_MAX          sluiceSluiceCounter = 7
 )
 
 type sluiceSluiceEventFlag uint32
@@ -186,6 +196,7 @@ const (
 	sluiceSluiceHookHOOK_EGRESS       sluiceSluiceHook = 7
 	sluiceSluiceHookHOOK_UNIX_CONNECT sluiceSluiceHook = 8
 	sluiceSluiceHookHOOK_UNIX_SEND    sluiceSluiceHook = 9
+	sluiceSluiceHookHOOK_TLS          sluiceSluiceHook = 10
 )
 
 type sluiceSluicePortKind uint32
@@ -208,6 +219,13 @@ const (
 	sluiceSluiceReasonREASON_PORT               sluiceSluiceReason = 8
 	sluiceSluiceReasonREASON_QUIC               sluiceSluiceReason = 20
 	sluiceSluiceReasonREASON_VERIFY_UNAVAILABLE sluiceSluiceReason = 21
+	sluiceSluiceReasonREASON_SNI                sluiceSluiceReason = 22
+	sluiceSluiceReasonREASON_NO_SNI             sluiceSluiceReason = 23
+	sluiceSluiceReasonREASON_ECH                sluiceSluiceReason = 24
+	sluiceSluiceReasonREASON_NOT_TLS            sluiceSluiceReason = 25
+	sluiceSluiceReasonREASON_SNI_LONG           sluiceSluiceReason = 26
+	sluiceSluiceReasonREASON_FASTOPEN           sluiceSluiceReason = 27
+	sluiceSluiceReasonREASON_ULP                sluiceSluiceReason = 28
 )
 
 type sluiceSluiceSessionFlag uint32
@@ -232,6 +250,28 @@ const (
 	sluiceSluiceVerifyModeVERIFY_NAME    sluiceSluiceVerifyMode = 1
 	sluiceSluiceVerifyModeVERIFY_ADDRESS sluiceSluiceVerifyMode = 2
 )
+
+type sluiceSniKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Data      [136]uint8
+}
+
+type sluiceSniState struct {
+	_           structs.HostLayout
+	Session     uint64
+	Cookie      uint64
+	Ip          [4]uint32
+	Port        uint16
+	State       uint8
+	Audit       uint8
+	Family      uint8
+	Hashed      uint8
+	Timeout     uint8
+	Pad         uint8
+	UserTimeout uint32
+	_           [4]byte
+}
 
 type sluiceUnixEvent struct {
 	_        structs.HostLayout
@@ -339,6 +379,10 @@ const (
 	sluiceMapSessionCounters     = "session_counters"
 	sluiceMapSessionEvents       = "session_events"
 	sluiceMapSessions            = "sessions"
+	sluiceMapSniNames            = "sni_names"
+	sluiceMapSniOn               = "sni_on"
+	sluiceMapSniSocks            = "sni_socks"
+	sluiceMapSniStates           = "sni_states"
 	sluiceMapUnixAllowed         = "unix_allowed"
 	sluiceMapUnixGlobs           = "unix_globs"
 	sluiceMapUnixScratch         = "unix_scratch"
@@ -362,6 +406,7 @@ const (
 	sluiceProgSluiceSendmsg6     = "sluice_sendmsg6"
 	sluiceProgSluiceSendmsgUnix  = "sluice_sendmsg_unix"
 	sluiceProgSluiceSetsockopt   = "sluice_setsockopt"
+	sluiceProgSluiceSni          = "sluice_sni"
 	sluiceProgSluiceSockCreate   = "sluice_sock_create"
 	sluiceProgSluiceSockops      = "sluice_sockops"
 	sluiceProgSluiceVerifySplice = "sluice_verify_splice"
@@ -375,9 +420,11 @@ const (
 	sluiceVarUnusedKdnsNameKey   = "unused_kdns_name_key"
 	sluiceVarUnusedKdnsQuery     = "unused_kdns_query"
 	sluiceVarUnusedKdnsQueryKey  = "unused_kdns_query_key"
+	sluiceVarUnusedNameEvent     = "unused_name_event"
 	sluiceVarUnusedPortKind      = "unused_port_kind"
 	sluiceVarUnusedReason        = "unused_reason"
 	sluiceVarUnusedSessionFlag   = "unused_session_flag"
+	sluiceVarUnusedSniKey        = "unused_sni_key"
 	sluiceVarUnusedUnixEvent     = "unused_unix_event"
 	sluiceVarUnusedUnixVerdict   = "unused_unix_verdict"
 	sluiceVarUnusedVerifyMode    = "unused_verify_mode"
@@ -439,6 +486,7 @@ type sluiceProgramSpecs struct {
 	SluiceSendmsg6     *ebpf.ProgramSpec `ebpf:"sluice_sendmsg6"`
 	SluiceSendmsgUnix  *ebpf.ProgramSpec `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.ProgramSpec `ebpf:"sluice_setsockopt"`
+	SluiceSni          *ebpf.ProgramSpec `ebpf:"sluice_sni"`
 	SluiceSockCreate   *ebpf.ProgramSpec `ebpf:"sluice_sock_create"`
 	SluiceSockops      *ebpf.ProgramSpec `ebpf:"sluice_sockops"`
 	SluiceVerifySplice *ebpf.ProgramSpec `ebpf:"sluice_verify_splice"`
@@ -472,6 +520,10 @@ type sluiceMapSpecs struct {
 	SessionCounters   *ebpf.MapSpec `ebpf:"session_counters"`
 	SessionEvents     *ebpf.MapSpec `ebpf:"session_events"`
 	Sessions          *ebpf.MapSpec `ebpf:"sessions"`
+	SniNames          *ebpf.MapSpec `ebpf:"sni_names"`
+	SniOn             *ebpf.MapSpec `ebpf:"sni_on"`
+	SniSocks          *ebpf.MapSpec `ebpf:"sni_socks"`
+	SniStates         *ebpf.MapSpec `ebpf:"sni_states"`
 	UnixAllowed       *ebpf.MapSpec `ebpf:"unix_allowed"`
 	UnixGlobs         *ebpf.MapSpec `ebpf:"unix_globs"`
 	UnixScratch       *ebpf.MapSpec `ebpf:"unix_scratch"`
@@ -497,9 +549,11 @@ type sluiceVariableSpecs struct {
 	UnusedKdnsNameKey  *ebpf.VariableSpec `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.VariableSpec `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.VariableSpec `ebpf:"unused_kdns_query_key"`
+	UnusedNameEvent    *ebpf.VariableSpec `ebpf:"unused_name_event"`
 	UnusedPortKind     *ebpf.VariableSpec `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.VariableSpec `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
+	UnusedSniKey       *ebpf.VariableSpec `ebpf:"unused_sni_key"`
 	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
 	UnusedVerifyMode   *ebpf.VariableSpec `ebpf:"unused_verify_mode"`
@@ -549,6 +603,10 @@ type sluiceMaps struct {
 	SessionCounters   *ebpf.Map `ebpf:"session_counters"`
 	SessionEvents     *ebpf.Map `ebpf:"session_events"`
 	Sessions          *ebpf.Map `ebpf:"sessions"`
+	SniNames          *ebpf.Map `ebpf:"sni_names"`
+	SniOn             *ebpf.Map `ebpf:"sni_on"`
+	SniSocks          *ebpf.Map `ebpf:"sni_socks"`
+	SniStates         *ebpf.Map `ebpf:"sni_states"`
 	UnixAllowed       *ebpf.Map `ebpf:"unix_allowed"`
 	UnixGlobs         *ebpf.Map `ebpf:"unix_globs"`
 	UnixScratch       *ebpf.Map `ebpf:"unix_scratch"`
@@ -586,6 +644,10 @@ func (m *sluiceMaps) Close() error {
 		m.SessionCounters,
 		m.SessionEvents,
 		m.Sessions,
+		m.SniNames,
+		m.SniOn,
+		m.SniSocks,
+		m.SniStates,
 		m.UnixAllowed,
 		m.UnixGlobs,
 		m.UnixScratch,
@@ -612,9 +674,11 @@ type sluiceVariables struct {
 	UnusedKdnsNameKey  *ebpf.Variable `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.Variable `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.Variable `ebpf:"unused_kdns_query_key"`
+	UnusedNameEvent    *ebpf.Variable `ebpf:"unused_name_event"`
 	UnusedPortKind     *ebpf.Variable `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.Variable `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
+	UnusedSniKey       *ebpf.Variable `ebpf:"unused_sni_key"`
 	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
 	UnusedVerifyMode   *ebpf.Variable `ebpf:"unused_verify_mode"`
@@ -638,6 +702,7 @@ type sluicePrograms struct {
 	SluiceSendmsg6     *ebpf.Program `ebpf:"sluice_sendmsg6"`
 	SluiceSendmsgUnix  *ebpf.Program `ebpf:"sluice_sendmsg_unix"`
 	SluiceSetsockopt   *ebpf.Program `ebpf:"sluice_setsockopt"`
+	SluiceSni          *ebpf.Program `ebpf:"sluice_sni"`
 	SluiceSockCreate   *ebpf.Program `ebpf:"sluice_sock_create"`
 	SluiceSockops      *ebpf.Program `ebpf:"sluice_sockops"`
 	SluiceVerifySplice *ebpf.Program `ebpf:"sluice_verify_splice"`
@@ -659,6 +724,7 @@ func (p *sluicePrograms) Close() error {
 		p.SluiceSendmsg6,
 		p.SluiceSendmsgUnix,
 		p.SluiceSetsockopt,
+		p.SluiceSni,
 		p.SluiceSockCreate,
 		p.SluiceSockops,
 		p.SluiceVerifySplice,

@@ -203,7 +203,11 @@ func (ss *Session) KernelEvent(ev loader.Event) {
 	ss.waitStarted()
 	ev = ss.es.ExplainPort(ev)
 	ss.Deliver(audit.FromKernel(ss.Info.Name, ev, ss.es.LearnedFrom))
-	ss.askAddr(ev)
+	// A name refused by the kernel's TLS check is the verifier's kind of
+	// refusal (NameEvent), which asks nothing: the address is allowed.
+	if ev.Hook != loader.HookTLS {
+		ss.askAddr(ev)
+	}
 }
 
 // waitStarted waits (a while) for session_started: a denial can race it.
