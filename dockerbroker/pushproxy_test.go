@@ -289,6 +289,29 @@ func TestPushProxyHops(t *testing.T) {
 			t.Errorf("refused: %v", *refused)
 		}
 	})
+	t.Run("relative upload Location on the registry", func(t *testing.T) {
+		pw := newPushWorld(t)
+		pw.uploadTarget = "/v2/tools/blobs/uploads/abc?_state=x%2By"
+		base, refused := pushProxy(t, pw, pw.registry.hostport(), pw.realm.hostport())
+		resp, body := engineDo(t, "POST", base+"/blobs/uploads/", nil, false)
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusAccepted || !proxyUploadRE.MatchString(loc) {
+			t.Fatalf("the upload's start: %d %q, Location %q", resp.StatusCode, body, loc)
+		}
+		u, _ := url.Parse(base)
+		engineDo(t, "PATCH", u.Scheme+"://"+u.Host+loc+"?digest=sha256:0&mount=x", []byte("part"), false)
+		got := pw.registry.got()
+		pw.mu.Lock()
+		q := pw.queries[len(pw.queries)-1]
+		pw.mu.Unlock()
+		last := pw.registry.hdrs[len(pw.registry.hdrs)-1]
+		if got[len(got)-1] != "PATCH /v2/tools/blobs/uploads/abc" || q != "_state=x%2By&digest=sha256%3A0" || last.Get("Authorization") != "Bearer "+hopToken {
+			t.Errorf("the registry got %v, the last with query %q and %q", got, q, last.Get("Authorization"))
+		}
+		if len(*refused) != 0 {
+			t.Errorf("refused: %v", *refused)
+		}
+	})
 	t.Run("upload host denied", func(t *testing.T) {
 		pw := newPushWorld(t)
 		base, refused := pushProxy(t, pw, pw.registry.hostport(), pw.realm.hostport())
