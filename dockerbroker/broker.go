@@ -368,9 +368,12 @@ func (b *Broker) registry(w http.ResponseWriter, r *http.Request, verb, image st
 		b.servePull(w, r, image)
 		return
 	}
-	// A push goes to the engine as asked: the engine reaches the
-	// registry itself (its realm and redirects unjudged).
-	b.forward(w, r, nil, nil)
+	// A push goes through the proxy too (pushproxy.go), every hop
+	// judged. It reads the image, as a build does: no pull of the
+	// session's renames it meanwhile.
+	b.images.RLock()
+	defer b.images.RUnlock()
+	b.servePush(w, r, image)
 }
 
 // create judges a container's create request and remembers the

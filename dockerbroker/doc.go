@@ -14,8 +14,10 @@
 // session's and placed under sluice's cgroup root, where the datapath
 // refuses it everything but loopback until the session service attaches
 // it with the session's policy; only the session's own containers may be
-// started, stopped, inspected, attached to or removed; image pulls are
-// judged by their registry host against the session's policy; every other
+// started, stopped, inspected, attached to or removed; image pulls and
+// pushes are judged by their registry host against the session's policy,
+// then made through the broker's registry proxy on loopback, which judges
+// every connection upstream (pullproxy.go, pushproxy.go); every other
 // endpoint is refused (an allowlist of endpoints, not a blocklist).
 //
 // The broker forwards by hand over HTTP/1.1 on the engine's unix socket,

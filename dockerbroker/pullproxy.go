@@ -3,7 +3,6 @@
 package dockerbroker
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -45,9 +44,15 @@ type proxyPull struct {
 	addr  string
 	creds registryCreds
 
+	// push: the proxy serves a push of repo (pushproxy.go), not a pull.
+	push bool
+
 	mu      sync.Mutex
 	auth    string          // Authorization for the upstream, once known
 	refused map[string]bool // refusals already reported
+	// uploads are a push's upload URLs upstream, by the id of the proxy's
+	// path the engine was given for each (pushLocation).
+	uploads map[string]*url.URL
 }
 
 // registryCreds are the client's credentials for a registry, from the
@@ -79,7 +84,7 @@ func parseRegistryAuth(h string) registryCreds {
 }
 
 // pullProxy is the broker's pull-through registry on loopback, started
-// with the session's first pull.
+// with the session's first pull or push.
 type pullProxy struct {
 	b      *Broker
 	client *http.Client
@@ -131,7 +136,7 @@ func (p *pullProxy) judgeHop(pl *proxyPull, hop, hostport string) error {
 	}
 	why := fmt.Sprintf("the registry %s: %v", pl.upstream, err)
 	if hop != "" {
-		why = fmt.Sprintf("the registry %s sends the pull to %s (%s), which the engine would reach unjudged: %v", pl.upstream, hostport, hop, err)
+		why = fmt.Sprintf("the registry %s sends the %s to %s (%s), which the engine would reach unjudged: %v", pl.upstream, pl.verb(), hostport, hop, err)
 	}
 	return &hopError{rf: refuse(pl.what, "%s", why)}
 }
@@ -263,6 +268,10 @@ func (p *pullProxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tail, ok := strings.CutPrefix(rest, pl.repo+"/")
+	if ok && pl.push {
+		p.pushRequest(w, r, pl, token, tail)
+		return
+	}
 	if !ok || !(strings.HasPrefix(tail, "manifests/") || strings.HasPrefix(tail, "blobs/")) || strings.HasPrefix(tail, "blobs/uploads") {
 		regError(w, http.StatusNotFound, "NAME_UNKNOWN", "sluice: only "+pl.repo+"'s manifests and blobs are served for this pull")
 		return
@@ -352,7 +361,7 @@ func (p *pullProxy) authorize(ctx context.Context, pl *proxyPull, challenge stri
 	switch strings.ToLower(scheme) {
 	case "basic":
 		if pl.creds.Username == "" {
-			return errors.New("the registry asks for a username and password, and the pull has none")
+			return fmt.Errorf("the registry asks for a username and password, and the %s has none", pl.verb())
 		}
 		pl.mu.Lock()
 		pl.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(pl.creds.Username+":"+pl.creds.Password))
@@ -378,6 +387,11 @@ func (p *pullProxy) authorize(ctx context.Context, pl *proxyPull, challenge stri
 	scope := params["scope"]
 	if scope == "" {
 		scope = "repository:" + pl.repo + ":pull"
+	}
+	if pl.push {
+		// A registry's challenge may name the pull scope only (its
+		// answer to a HEAD), and the token is kept for the uploads.
+		scope = "repository:" + pl.repo + ":pull,push"
 	}
 	var req *http.Request
 	if pl.creds.IdentityToken != "" {
@@ -562,32 +576,8 @@ func (b *Broker) pullThrough(ctx context.Context, name, ref string, q url.Values
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return &engineError{status: resp.StatusCode, body: rewrite(body)}
 	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	var failed string
-	for {
-		s, rerr := br.ReadBytes('\n')
-		if len(s) > 0 {
-			var m struct {
-				Error string `json:"error"`
-			}
-			if json.Unmarshal(s, &m) == nil && m.Error != "" && failed == "" {
-				failed = string(rewrite([]byte(m.Error)))
-			}
-			if line != nil {
-				if err := line(rewrite(s)); err != nil {
-					return err
-				}
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return fmt.Errorf("the engine's pull: %w", rerr)
-		}
-	}
-	if failed != "" {
-		return &streamedError{msg: failed}
+	if err := engineProgress(resp.Body, "pull", rewrite, line); err != nil {
+		return err
 	}
 	if digest {
 		// The engine's API cannot name an image by a digest reference:

@@ -64,12 +64,13 @@ type Registry struct {
 	uploads   map[string]bool              // upload ids in progress
 	realm     *Side                        // RequireToken's
 	blobHost  *Side                        // RedirectBlobs'
+	upHost    *Side                        // RedirectUploads'
 }
 
 // Side is a server beside a Registry on another port of 127.0.0.1: the
-// auth realm it sends the engine to for a token (StartRealm), or the
-// host it redirects blob fetches to (StartBlobHost). It records every
-// request it gets.
+// auth realm it sends the engine to for a token (StartRealm), the host
+// it redirects blob fetches to (StartBlobHost), or the host it sends
+// blob uploads to (StartUploadHost). It records every request it gets.
 type Side struct {
 	// Addr is its host:port.
 	Addr  string
@@ -175,6 +176,58 @@ func (r *Registry) RedirectBlobs(host *Side) {
 	r.mu.Lock()
 	r.blobHost = host
 	r.mu.Unlock()
+}
+
+// StartUploadHost starts a host on ip (as StartRealm's) that takes r's
+// blob uploads, as a registry's storage front on another host does:
+// RedirectUploads makes r answer an upload's start with a Location
+// there, an absolute URL carrying a _state parameter the host wants
+// back, and the parts and the last PUT it gets are stored as r's
+// upload (the blob is then r's). It asks for no token: the engine sends
+// the registry's to the registry's host only.
+func StartUploadHost(t testing.TB, ip string, r *Registry) *Side {
+	return startSide(t, ip, func(s *Side, w http.ResponseWriter, q *http.Request) {
+		m := uploadRoute.FindStringSubmatch(q.URL.Path)
+		if m == nil || q.Method != http.MethodPatch && q.Method != http.MethodPut {
+			regError(w, http.StatusNotFound, "UNSUPPORTED", q.Method+" "+q.URL.Path+": not an endpoint of this upload host")
+			return
+		}
+		if q.URL.Query().Get("_state") != m[2] {
+			// A signed upload URL's parameters must come back as given.
+			regError(w, http.StatusBadRequest, "BLOB_UPLOAD_INVALID", "the upload URL's _state is missing or wrong")
+			return
+		}
+		r.upload(w, q, m[1], m[2])
+	})
+}
+
+// RedirectUploads makes r send blob uploads to host (StartUploadHost):
+// an upload's start answers a Location there, and r itself takes no
+// upload's parts.
+func (r *Registry) RedirectUploads(host *Side) {
+	r.mu.Lock()
+	r.upHost = host
+	r.mu.Unlock()
+}
+
+// uploadLocation is where upload id of repo goes on: r's own path, or
+// the upload host's absolute URL.
+func (r *Registry) uploadLocation(repo, id string) string {
+	r.mu.Lock()
+	up := r.upHost
+	r.mu.Unlock()
+	if up == nil {
+		return "/v2/" + repo + "/blobs/uploads/" + id
+	}
+	return "http://" + up.Addr + "/v2/" + repo + "/blobs/uploads/" + id + "?_state=" + id
+}
+
+// Tagged is the digest of the manifest repo:ref names in r, "" when
+// none: what a push left there.
+func (r *Registry) Tagged(repo, ref string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.manifests[repo][ref]
 }
 
 // Request is one request a Registry got: its method, path and Host
@@ -518,7 +571,7 @@ var (
 func (r *Registry) serveHTTP(w http.ResponseWriter, q *http.Request) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, Request{Method: q.Method, Path: q.URL.Path, Host: q.Host})
-	realm, blobHost := r.realm, r.blobHost
+	realm, blobHost, upHost := r.realm, r.blobHost, r.upHost
 	r.mu.Unlock()
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 	p := q.URL.Path
@@ -551,6 +604,10 @@ func (r *Registry) serveHTTP(w http.ResponseWriter, q *http.Request) {
 	case uploadsRoute.MatchString(p) && q.Method == http.MethodPost:
 		r.startUpload(w, q, uploadsRoute.FindStringSubmatch(p)[1])
 	case uploadRoute.MatchString(p) && (q.Method == http.MethodPatch || q.Method == http.MethodPut):
+		if upHost != nil {
+			regError(w, http.StatusNotFound, "BLOB_UPLOAD_UNKNOWN", "uploads go to the upload host "+upHost.Addr)
+			return
+		}
 		m := uploadRoute.FindStringSubmatch(p)
 		r.upload(w, q, m[1], m[2])
 	case blobRoute.MatchString(p) && get:
@@ -680,7 +737,7 @@ func (r *Registry) startUpload(w http.ResponseWriter, q *http.Request, repo stri
 		r.upload(w, q, repo, id)
 		return
 	}
-	w.Header().Set("Location", "/v2/"+repo+"/blobs/uploads/"+id)
+	w.Header().Set("Location", r.uploadLocation(repo, id))
 	w.Header().Set("Docker-Upload-UUID", id)
 	w.Header().Set("Range", "0-0")
 	w.WriteHeader(http.StatusAccepted)
@@ -716,7 +773,7 @@ func (r *Registry) upload(w http.ResponseWriter, q *http.Request, repo, id strin
 	}
 	size := st.Size()
 	if q.Method == http.MethodPatch {
-		w.Header().Set("Location", "/v2/"+repo+"/blobs/uploads/"+id)
+		w.Header().Set("Location", r.uploadLocation(repo, id))
 		w.Header().Set("Docker-Upload-UUID", id)
 		w.Header().Set("Range", fmt.Sprintf("0-%d", max(size-1, 0)))
 		w.WriteHeader(http.StatusAccepted)

@@ -128,3 +128,58 @@ func TestRegistryPushAndPull(t *testing.T) {
 		t.Errorf("%d requests recorded, want 18: %v", len(reqs), reqs)
 	}
 }
+
+// TestRegistryRedirectUploads: with RedirectUploads, an upload's start
+// answers an absolute Location on the upload host, which takes the parts
+// only with the _state it gave; the registry itself takes none, and the
+// blob is the registry's once the upload host has it.
+func TestRegistryRedirectUploads(t *testing.T) {
+	r := StartRegistry(t)
+	up := StartUploadHost(t, "127.0.0.4", r)
+	r.RedirectUploads(up)
+	do := func(method, u string, body []byte) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, u, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	want := func(resp *http.Response, status int) {
+		t.Helper()
+		if resp.StatusCode != status {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s %s: %s %s, want %d", resp.Request.Method, resp.Request.URL, resp.Status, b, status)
+		}
+	}
+	layer := []byte(strings.Repeat("uploaded elsewhere ", 500))
+	resp := do("POST", "http://"+r.Addr+"/v2/app/blobs/uploads/", nil)
+	want(resp, http.StatusAccepted)
+	loc := resp.Header.Get("Location")
+	if !strings.HasPrefix(loc, "http://"+up.Addr+"/v2/app/blobs/uploads/") || !strings.Contains(loc, "?_state=") {
+		t.Fatalf("the upload's Location: %q, want one on %s with a _state", loc, up.Addr)
+	}
+	// Not on the registry's host, nor without the _state.
+	path, _, _ := strings.Cut(strings.TrimPrefix(loc, "http://"+up.Addr), "?")
+	want(do("PATCH", "http://"+r.Addr+path, layer), http.StatusNotFound)
+	want(do("PATCH", "http://"+up.Addr+path, layer), http.StatusBadRequest)
+	resp = do("PATCH", loc, layer[:100])
+	want(resp, http.StatusAccepted)
+	next := resp.Header.Get("Location")
+	if !strings.HasPrefix(next, "http://"+up.Addr+"/") {
+		t.Errorf("the PATCH's Location: %q", next)
+	}
+	want(do("PUT", next+"&digest="+digestOf(layer), layer[100:]), http.StatusCreated)
+	want(do("HEAD", "http://"+r.Addr+"/v2/app/blobs/"+digestOf(layer), nil), http.StatusOK)
+	if got := up.Requests(); len(got) != 3 || got[1].Method != "PATCH" || got[2].Method != "PUT" {
+		t.Errorf("the upload host recorded %v", got)
+	}
+	if r.Tagged("app", "1") != "" {
+		t.Errorf("a manifest before any push")
+	}
+}
