@@ -86,7 +86,7 @@ func main() {
 	var nl nameLoad
 	nl.flags()
 	flag.Parse()
-	if *op == "tls" || *op == "bulk" || *op == "conn" {
+	if *op == "tls" || *op == "bulk" || *op == "tlsbulk" || *op == "conn" {
 		if err := nl.run(*op, *addrs); err != nil {
 			fail(err)
 		}

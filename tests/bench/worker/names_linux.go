@@ -15,16 +15,17 @@ import (
 	"time"
 )
 
-// nameLoad is -op tls, -op bulk and -op conn: the name verification part
-// of the benchmark (issue 18). tls and conn print every connection's time
-// in ns, space separated; bulk prints the bytes per second of one stream.
+// nameLoad is -op tls, -op bulk, -op tlsbulk and -op conn: the name
+// verification part of the benchmark (issue 18). tls and conn print every
+// connection's time in ns, space separated; bulk (HTTP) and tlsbulk
+// print the bytes per second of one stream.
 type nameLoad struct {
 	sni   string
 	count int
 }
 
 func (l *nameLoad) flags() {
-	flag.StringVar(&l.sni, "sni", "", "-op tls: the SNI; -op bulk: the Host")
+	flag.StringVar(&l.sni, "sni", "", "-op tls|tlsbulk: the SNI; -op bulk: the Host")
 	flag.IntVar(&l.count, "conns", 200, "-op tls|conn: connections to time")
 }
 
@@ -56,6 +57,25 @@ func (l *nameLoad) run(op, addr string) error {
 			}
 		}
 		fmt.Println(strings.Join(times, " "))
+		return nil
+	case "tlsbulk":
+		// A download over TLS, as a package manager's: the handshake,
+		// then the server's stream, decrypted and discarded.
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("connect %s: %w", addr, err)
+		}
+		defer c.Close()
+		start := time.Now()
+		tc := tls.Client(c, &tls.Config{ServerName: l.sni, InsecureSkipVerify: true})
+		if _, err := io.WriteString(tc, "bulk\n"); err != nil {
+			return fmt.Errorf("handshake with %s (SNI %s): %w", addr, l.sni, err)
+		}
+		n, err := io.Copy(io.Discard, tc)
+		if err != nil {
+			return fmt.Errorf("read the stream: %w", err)
+		}
+		fmt.Println(float64(n) / time.Since(start).Seconds())
 		return nil
 	case "bulk":
 		c, err := net.Dial("tcp", addr)
