@@ -24,7 +24,7 @@ import (
 // address was learned from (nil: none). It reads /proc/<pid>/exe for Exe.
 func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
 	var e Event
-	if ev.Hook == loader.HookTLS {
+	if ev.Hook == loader.HookTLS || ev.Hook == loader.HookHTTP {
 		e = FromNameCheck(session, TLSRefusal(ev, learnedFrom))
 	} else {
 		e = FromKernelBrief(session, ev)
@@ -38,10 +38,11 @@ func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []
 	return e
 }
 
-// TLSRefusal is a refusal of the kernel's TLS check (loader.HookTLS) as
-// the session's verifier would have made it (namecheck.Refusal): one
-// event type, one line, whichever judged the name. learnedFrom (may be
-// nil) names the names the address was learned for.
+// TLSRefusal is a refusal of the kernel's name check (loader.HookTLS,
+// loader.HookHTTP) as the session's verifier would have made it
+// (namecheck.Refusal): one event type, one line, whichever judged the
+// name. learnedFrom (may be nil) names the names the address was learned
+// for.
 func TLSRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) namecheck.Refusal {
 	var learned []string
 	if learnedFrom != nil && ev.Addr.IsValid() {
@@ -51,9 +52,13 @@ func TLSRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) namechec
 	if ev.Reason == loader.ReasonSNI {
 		why = namecheck.NameNotAllowed
 	}
+	proto := namecheck.ProtoTLS
+	if ev.Hook == loader.HookHTTP {
+		proto = namecheck.ProtoHTTP
+	}
 	return namecheck.Refusal{
 		PID: ev.PID, Comm: ev.Comm, Dst: netip.AddrPortFrom(ev.Addr, ev.Port),
-		Flight:     namecheck.Flight{Proto: namecheck.ProtoTLS, Name: ev.Name},
+		Flight:     namecheck.Flight{Proto: proto, Name: ev.Name},
 		LearnedFor: learned, Reason: namecheck.Explain(why, learned), Audit: ev.Audit,
 	}
 }
@@ -61,7 +66,7 @@ func TLSRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) namechec
 // FromKernelBrief is FromKernel without Exe and Host, which cost a /proc
 // read and a lookup per denial: all that a line on the terminal needs.
 func FromKernelBrief(session string, ev loader.Event) Event {
-	if ev.Hook == loader.HookTLS {
+	if ev.Hook == loader.HookTLS || ev.Hook == loader.HookHTTP {
 		return FromNameCheck(session, TLSRefusal(ev, nil))
 	}
 	uid := ev.UID

@@ -104,6 +104,7 @@ enum sluice_hook {
 	HOOK_UNIX_CONNECT = 8, /* connect() of a stream/seqpacket or datagram unix socket */
 	HOOK_UNIX_SEND = 9,    /* sendmsg() of a datagram unix socket to a named peer */
 	HOOK_TLS = 10,         /* the first flight of a TLS connection to a learned address (sni.h): a name_event */
+	HOOK_HTTP = 11,        /* the request head of an HTTP connection to a learned address (sni.h): a name_event */
 };
 
 /* event.reason */
@@ -128,6 +129,11 @@ enum sluice_reason {
 	REASON_SNI_LONG = 26,    /* an SNI longer than SNI_NAME_MAX - 1 bytes */
 	REASON_FASTOPEN = 27,    /* TCP Fast Open data would leave before the name is judged */
 	REASON_ULP = 28,         /* a TCP ULP (kTLS) before the name is judged */
+	/* The kernel's check of HTTP on port 80 (sni.h), HOOK_HTTP events;
+	 * REASON_SNI (the name is not allowed) and REASON_SNI_LONG too. */
+	REASON_NOT_HTTP = 29,    /* not a whole HTTP/1 request head the check reads (sni.c says which forms) */
+	REASON_NO_HOST = 30,     /* a request head without a Host header */
+	REASON_HOSTS = 31,       /* more than one Host header */
 };
 
 /* event.flags */
@@ -229,9 +235,9 @@ struct sni_key {
 	__u8 data[8 + SNI_NAME_MAX]; /* session id (host order bytes), name reversed, NULs after */
 };
 
-/* A refusal of the kernel's TLS check: the event (hook HOOK_TLS), then
- * the SNI it read, reversed as the key holds it (len bytes; none for
- * reasons other than REASON_SNI). */
+/* A refusal of the kernel's name check: the event (hook HOOK_TLS or
+ * HOOK_HTTP), then the SNI or Host it read, reversed as the key holds it
+ * (len bytes; none when no name was read). */
 struct name_event {
 	struct event e;
 	__u32 len;

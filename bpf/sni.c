@@ -2,8 +2,8 @@
 
 //go:build ignore
 
-/* sk_msg of sni_socks: the TLS name check of a connection to port 443 of a
- * learned address (sni.h), on its first flight. */
+/* sk_msg of sni_socks: the name check of a connection to port 443 (TLS)
+ * or 80 (HTTP) of a learned address (sni.h), on its first flight. */
 
 #include "common.h"
 #include "sni.h"
@@ -20,7 +20,7 @@ static __always_inline int sni_refuse(struct sni_state *st, __u8 reason, struct 
 	struct verdict v = {
 		.cgroup = st->session,
 		.port = st->port,
-		.hook = HOOK_TLS,
+		.hook = st->http ? HOOK_HTTP : HOOK_TLS,
 		.reason = reason,
 		.family = st->family,
 		.proto = IPPROTO_TCP,
@@ -53,6 +53,249 @@ static __always_inline int sni_refuse(struct sni_state *st, __u8 reason, struct 
 	return st->audit ? SK_PASS : SK_DROP;
 }
 
+/* sni_judge looks the name up, reversed in k, for st's session; its
+ * verdict. */
+static __always_inline int sni_judge(struct sni_state *st, struct sni_key *k, __u32 nl)
+{
+	if (!bpf_map_lookup_elem(&sni_names, k))
+		return sni_refuse(st, REASON_SNI, k, nl);
+	st->state = SNI_VERIFIED;
+	count(st->session, COUNTER_NAME_CHECKED);
+	return SK_PASS;
+}
+
+#define HTTP_HEAD_MAX 4096
+#define HTTP_MASK (HTTP_HEAD_MAX - 1)
+
+/* cork_more holds the message (sends none of it) until it has n bytes,
+ * when it is judged again, whole. */
+static __always_inline int cork_more(struct sk_msg_md *msg, __u32 n)
+{
+	bpf_msg_cork_bytes(msg, n);
+	return SK_PASS;
+}
+
+static __always_inline __u8 lower(__u8 c)
+{
+	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+/* judge_http judges the first request head of a connection to port 80:
+ * its one Host header, as the verifier does, by stricter rules where the
+ * verifier's would cost a parser: the head must be whole within
+ * HTTP_HEAD_MAX bytes, start with a method the verifier knows (not
+ * CONNECT, not HTTP/2's PRI), its target must be origin-form or "*" (an
+ * absolute-form target, which servers take over Host, is refused rather
+ * than compared), its lines must end in CRLF (a lone CR or LF, which
+ * some servers take as a line's end and others not, is refused: the two
+ * could read different Host headers), and no line may be folded. */
+static __always_inline int judge_http(struct sk_msg_md *msg, struct sni_state *st)
+{
+	__u32 size = msg->size;
+	__u32 n = size < HTTP_HEAD_MAX ? size : HTTP_HEAD_MAX;
+	if (bpf_msg_pull_data(msg, 0, 1, 0))
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (msg->data + 1 > msg->data_end)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	/* Not the start of a method: refused at once, not held. */
+	__u8 c0 = *(__u8 *)msg->data;
+	if (c0 != 'G' && c0 != 'P' && c0 != 'H' && c0 != 'D' && c0 != 'O' && c0 != 'T')
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (n < 4)
+		return cork_more(msg, 4);
+	if (bpf_msg_pull_data(msg, 0, n, 0))
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	__u8 *d = msg->data, *end = msg->data_end;
+	if (d + 4 > end)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	/* The method, and the target's first byte after it. */
+	__u32 t;
+	if (d[0] == 'G' && d[1] == 'E' && d[2] == 'T' && d[3] == ' ')
+		t = 4;
+	else if (d[0] == 'P' && d[1] == 'U' && d[2] == 'T' && d[3] == ' ')
+		t = 4;
+	else if (d + 5 <= end && d[0] == 'H' && d[1] == 'E' && d[2] == 'A' && d[3] == 'D' && d[4] == ' ')
+		t = 5;
+	else if (d + 5 <= end && d[0] == 'P' && d[1] == 'O' && d[2] == 'S' && d[3] == 'T' && d[4] == ' ')
+		t = 5;
+	else if (d + 6 <= end && d[0] == 'P' && d[1] == 'A' && d[2] == 'T' && d[3] == 'C' && d[4] == 'H' && d[5] == ' ')
+		t = 6;
+	else if (d + 6 <= end && d[0] == 'T' && d[1] == 'R' && d[2] == 'A' && d[3] == 'C' && d[4] == 'E' && d[5] == ' ')
+		t = 6;
+	else if (d + 7 <= end && d[0] == 'D' && d[1] == 'E' && d[2] == 'L' && d[3] == 'E' && d[4] == 'T' && d[5] == 'E' && d[6] == ' ')
+		t = 7;
+	else if (d + 8 <= end && d[0] == 'O' && d[1] == 'P' && d[2] == 'T' && d[3] == 'I' && d[4] == 'O' && d[5] == 'N' && d[6] == 'S' && d[7] == ' ')
+		t = 8;
+	else if (size < 8)
+		return cork_more(msg, 8); /* a method not whole yet, maybe */
+	else
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (size <= t)
+		return cork_more(msg, t + 1);
+	if (d + t + 1 > end)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (d[t] != '/' && d[t] != '*')
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	/* The head's end (CRLF CRLF), every line's end a CRLF, no fold. The
+	 * loops only look; what they find is judged after them. */
+	__u32 hend = 0, crlf = 0, bad = 0, i;
+	if (d[0] == '\n')
+		bad = 1;
+	struct bpf_iter_num it;
+	int *ip;
+	bpf_iter_num_new(&it, 0, HTTP_HEAD_MAX);
+	while ((ip = bpf_iter_num_next(&it))) {
+		i = *ip;
+		__u8 *p = d + (i & HTTP_MASK);
+		if (p + 2 > end)
+			break;
+		if ((p[0] == '\r') != (p[1] == '\n')) {
+			bad = 1;
+			break;
+		}
+		if (p[0] != '\r')
+			continue;
+		if (!crlf)
+			crlf = i; /* the request line's end */
+		if (p + 4 > end)
+			break;
+		if (p[2] == ' ' || p[2] == '\t') {
+			bad = 1;
+			break;
+		}
+		if (p[2] == '\r' && p[3] == '\n') {
+			hend = i;
+			break;
+		}
+	}
+	bpf_iter_num_destroy(&it);
+	if (bad)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (!hend) {
+		if (size >= HTTP_HEAD_MAX)
+			return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+		/* Wait for more of the head. */
+		return cork_more(msg, size + 1);
+	}
+	/* The request line ends in " HTTP/1.0" or " HTTP/1.1". */
+	if (crlf < 9)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	__u8 *v = d + ((crlf - 9) & HTTP_MASK);
+	if (v + 9 > end)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (v[0] != ' ' || v[1] != 'H' || v[2] != 'T' || v[3] != 'T' || v[4] != 'P' || v[5] != '/' || v[6] != '1' ||
+	    v[7] != '.' || (v[8] != '0' && v[8] != '1'))
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	/* The Host header: exactly one, "\r\nhost:" in any case, no white
+	 * space before its colon. */
+	__u32 host = 0, hosts = 0;
+	bpf_iter_num_new(&it, 0, HTTP_HEAD_MAX);
+	while ((ip = bpf_iter_num_next(&it))) {
+		i = *ip;
+		if (i < crlf)
+			continue;
+		if (i >= hend)
+			break;
+		__u8 *p = d + (i & HTTP_MASK);
+		if (p + 7 > end)
+			break;
+		if (p[0] != '\r' || lower(p[2]) != 'h' || lower(p[3]) != 'o' || lower(p[4]) != 's' || lower(p[5]) != 't')
+			continue;
+		if (p[6] == ' ' || p[6] == '\t') {
+			bad = 1;
+			break;
+		}
+		if (p[6] != ':')
+			continue;
+		hosts++;
+		if (hosts > 1)
+			break;
+		host = i + 7;
+	}
+	bpf_iter_num_destroy(&it);
+	if (bad)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (hosts > 1)
+		return sni_refuse(st, REASON_HOSTS, 0, 0);
+	if (!hosts)
+		return sni_refuse(st, REASON_NO_HOST, 0, 0);
+	/* Its value: white space around it, a port and a final dot off. */
+	__u32 vs = host, ve = 0, colon = 0;
+	bpf_iter_num_new(&it, 0, 256);
+	while ((ip = bpf_iter_num_next(&it))) {
+		__u32 j = host + *ip;
+		__u8 *p = d + (j & HTTP_MASK);
+		if (p + 1 > end) {
+			bad = 1;
+			break;
+		}
+		__u8 c = *p;
+		if (c == '\r') {
+			ve = j;
+			break;
+		}
+		if (vs == j && (c == ' ' || c == '\t'))
+			vs = j + 1;
+		else if (c == ':' && !colon)
+			colon = j;
+		else if (c == ':' || c == '[') {
+			bad = 1; /* an IPv6 literal, or worse */
+			break;
+		}
+	}
+	bpf_iter_num_destroy(&it);
+	if (bad)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	if (!ve)
+		return sni_refuse(st, REASON_SNI_LONG, 0, 0);
+	if (colon)
+		ve = colon;
+#pragma clang loop unroll(disable)
+	for (i = 0; i < 8; i++) {
+		if (ve <= vs)
+			break;
+		__u8 *p = d + ((ve - 1) & HTTP_MASK);
+		if (p + 1 > end || (*p != ' ' && *p != '\t'))
+			break;
+		ve--;
+	}
+	if (ve > vs) {
+		__u8 *p = d + ((ve - 1) & HTTP_MASK);
+		if (p + 1 > end)
+			return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+		if (*p == '.')
+			ve--;
+	}
+	if (ve <= vs)
+		return sni_refuse(st, REASON_NO_HOST, 0, 0);
+	__u32 nl = ve - vs;
+	if (nl >= SNI_NAME_MAX)
+		return sni_refuse(st, REASON_SNI_LONG, 0, 0);
+	struct sni_key k = {.prefixlen = (8 + SNI_NAME_MAX) * 8};
+	__builtin_memcpy(k.data, &st->session, 8);
+	bpf_iter_num_new(&it, 0, SNI_NAME_MAX - 1);
+	while ((ip = bpf_iter_num_next(&it))) {
+		__u32 j = *ip;
+		if (j >= nl)
+			break;
+		__u8 *p = d + ((vs + nl - 1 - j) & HTTP_MASK);
+		if (p + 1 > end) {
+			bad = 1;
+			break;
+		}
+		__u8 c = lower(*p);
+		if (c == 0 || c == ' ' || c == '\t') {
+			bad = 1;
+			break;
+		}
+		k.data[8 + (j & (SNI_NAME_MAX - 1))] = c;
+	}
+	bpf_iter_num_destroy(&it);
+	if (bad)
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	return sni_judge(st, &k, nl);
+}
+
 SEC("sk_msg")
 int sluice_sni(struct sk_msg_md *msg)
 {
@@ -61,6 +304,8 @@ int sluice_sni(struct sk_msg_md *msg)
 		return SK_PASS;
 	if (st->state != SNI_PENDING)
 		return SK_DROP;
+	if (st->http)
+		return http_check() ? judge_http(msg, st) : SK_DROP;
 	__u32 size = msg->size;
 	if (size < 5) {
 		bpf_msg_cork_bytes(msg, 5);
@@ -167,9 +412,7 @@ int sluice_sni(struct sk_msg_md *msg)
 			__u8 *p = d + ((off + nl - 1 - j) & 0x7fff);
 			if (p + 1 > end)
 				return sni_refuse(st, REASON_NOT_TLS, 0, 0);
-			__u8 c = *p;
-			if (c >= 'A' && c <= 'Z')
-				c += 'a' - 'A';
+			__u8 c = lower(*p);
 			if (c == 0)
 				return sni_refuse(st, REASON_NOT_TLS, 0, 0);
 			k.data[8 + j] = c;
@@ -181,7 +424,5 @@ int sluice_sni(struct sk_msg_md *msg)
 	 * server routes by. */
 	if (ech)
 		return sni_refuse(st, REASON_ECH, &k, nl);
-	st->state = SNI_VERIFIED;
-	count(st->session, COUNTER_NAME_CHECKED);
-	return SK_PASS;
+	return sni_judge(st, &k, nl);
 }

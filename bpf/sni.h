@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 
-/* The TLS name check in the kernel (issue 18). A TCP connection to port
- * 443 of an address allowed only because the session learned it for a
- * name is judged by the SNI of its first ClientHello, on the client's own
- * socket, and then left to the kernel's own TCP: no proxy in the path
- * (the user-space verifier, which still takes port 80's HTTP Host and an
- * entry's "verify": "name" on other ports, cost 0.6x of direct bulk
- * throughput and +230 us per connection; this costs about 1x and +11 us,
- * docs/sniprobe.md).
+/* The name check in the kernel (issue 18). A TCP connection to port 443
+ * or 80 of an address allowed only because the session learned it for a
+ * name is judged by the SNI of its first ClientHello (443) or the Host of
+ * its first HTTP request head (80), on the client's own socket, and then
+ * left to the kernel's own TCP: no proxy in the path (the user-space
+ * verifier, which still takes an entry's "verify": "name" on other ports,
+ * cost 0.6x of direct bulk throughput and +230 us per connection; this
+ * costs about 1x and +20 us, docs/sniprobe.md).
  *
  * connect4/6 (sni_mark): the socket is marked pending in its storage
  * (sni_states), the destination left as it is. A sendto(MSG_FASTOPEN),
@@ -20,8 +20,8 @@
  * bytes that never passed sk_msg are dropped (below), so a connection
  * that holds them ends within that time instead of retransmitting them
  * for many minutes.
- * sk_msg: corks until the first TLS record is whole, reads the
- * ClientHello in it and looks its SNI up in sni_names (the session's name
+ * sk_msg: corks until the first TLS record (the request head, on 80) is
+ * whole, reads the ClientHello in it (its Host) and looks its SNI up in sni_names (the session's name
  * entries, exact and wildcard: the user-space verifier's rule). Allowed:
  * verified, passed. Anything else (another name, no SNI, an ECH
  * extension, not a whole ClientHello in one record, a name too long):
@@ -58,7 +58,7 @@ struct sni_state {
 	__u8 family;
 	__u8 hashed;   /* in sni_socks */
 	__u8 timeout;  /* TCP_USER_TIMEOUT lowered: user_timeout is the old value */
-	__u8 pad;
+	__u8 http;     /* port 80: the request head's Host is judged, not a ClientHello */
 	__u32 user_timeout;
 };
 
@@ -100,6 +100,24 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sni_on SEC(".maps");
 
+/* The open-coded number iterator (Linux 6.4): the verifier checks a
+ * loop body once for every index, not once per index, which the scan of
+ * an HTTP request head needs (a plain bounded loop over 1024 bytes took
+ * more than the verifier's million instructions). Weak: on a kernel
+ * without it the loader leaves them unresolved, http_check() is 0 and
+ * port 80 goes to the verifier. */
+struct bpf_iter_num {
+	__u64 __opaque[1];
+} __attribute__((aligned(8)));
+extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __weak __ksym;
+extern int *bpf_iter_num_next(struct bpf_iter_num *it) __weak __ksym;
+extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __weak __ksym;
+
+static __always_inline int http_check(void)
+{
+	return bpf_iter_num_new != 0;
+}
+
 /* The kernel's tcp_sock, the one field read (CO-RE): sendto(MSG_FASTOPEN)
  * connects with fastopen_req set, the first flight already in it. */
 struct tcp_sock {
@@ -121,9 +139,9 @@ static __always_inline void sni_forget(struct bpf_sock_addr *ctx)
 		bpf_sk_storage_delete(&sni_states, ctx->sk);
 }
 
-/* sni_mark marks a TCP connect to port 443 of a learned address (after
- * judge_addr allowed it) for the kernel's TLS check, and returns the
- * hook's verdict. */
+/* sni_mark marks a TCP connect to port 443 or 80 of a learned address
+ * (after judge_addr allowed it) for the kernel's name check, and returns
+ * the hook's verdict. */
 static __always_inline int sni_mark(struct bpf_sock_addr *ctx, struct verdict *v)
 {
 	struct session *s = bpf_map_lookup_elem(&sessions, &v->cgroup);
@@ -154,6 +172,7 @@ static __always_inline int sni_mark(struct bpf_sock_addr *ctx, struct verdict *v
 	st->hashed = 0;
 	st->timeout = 0;
 	st->user_timeout = 0;
+	st->http = v->port == 80;
 	__u32 zero = 0, one = 1;
 	__u32 *on = bpf_map_lookup_elem(&sni_on, &zero);
 	if (on && !*on)

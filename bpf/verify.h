@@ -12,8 +12,9 @@
  * keeps port 53's; the sockops program (verify.c) files it under the
  * client's loopback port when the SYN leaves, which is the key the
  * verifier's accept can see; getpeername shows the original address.
- * Port 443 is the exception: its TLS is judged in the kernel, on the
- * client's own connection (sni.h), which is marked here instead.
+ * Ports 443 and 80 are the exception: their TLS and HTTP are judged in
+ * the kernel, on the client's own connection (sni.h), which is marked
+ * here instead.
  * UDP 443 (QUIC) to such an address is refused: its name is encrypted,
  * and clients fall back to TCP. An address judged by address (a CIDR or
  * IP entry; an entry with "verify": "address") is never redirected. */
@@ -128,9 +129,9 @@ static __always_inline int verify_connect(struct bpf_sock_addr *ctx, struct verd
 		__u8 m = verify_mode(v);
 		if (m == VERIFY_ADDRESS || (m != VERIFY_NAME && v->port != 80 && v->port != 443))
 			return 1;
-		/* TLS on 443 is judged in the kernel, on the client's own
-		 * socket (sni.h); the rest goes to the verifier. */
-		if (v->port == 443)
+		/* TLS on 443 and HTTP on 80 are judged in the kernel, on the
+		 * client's own socket (sni.h); the rest goes to the verifier. */
+		if (v->port == 443 || (v->port == 80 && http_check()))
 			return sni_mark(ctx, v);
 	} else {
 		if (v->port != 443 || verify_mode(v) == VERIFY_ADDRESS)

@@ -28,6 +28,9 @@ const (
 	// HookTLS: the kernel's check of a TLS connection's first flight to
 	// port 443 of a learned address (bpf/sni.h); Event.Name is its SNI.
 	HookTLS = Hook(sluiceSluiceHookHOOK_TLS)
+	// HookHTTP: the same check of an HTTP request head to port 80;
+	// Event.Name is its Host.
+	HookHTTP = Hook(sluiceSluiceHookHOOK_HTTP)
 )
 
 func (h Hook) String() string {
@@ -52,6 +55,8 @@ func (h Hook) String() string {
 		return "unix_send"
 	case HookTLS:
 		return "tls"
+	case HookHTTP:
+		return "http"
 	}
 	return fmt.Sprintf("hook(%d)", uint8(h))
 }
@@ -85,6 +90,9 @@ const (
 	ReasonSNILong  = Reason(sluiceSluiceReasonREASON_SNI_LONG)
 	ReasonFastOpen = Reason(sluiceSluiceReasonREASON_FASTOPEN)
 	ReasonULP      = Reason(sluiceSluiceReasonREASON_ULP)
+	ReasonNotHTTP  = Reason(sluiceSluiceReasonREASON_NOT_HTTP)
+	ReasonNoHost   = Reason(sluiceSluiceReasonREASON_NO_HOST)
+	ReasonHosts    = Reason(sluiceSluiceReasonREASON_HOSTS)
 )
 
 // SNINameMax is the longest SNI the kernel's TLS check reads, plus one.
@@ -122,7 +130,13 @@ func (r Reason) String() string {
 	case ReasonNotTLS:
 		return "port 443 of an address learned for a name takes TLS: the first bytes are not one TLS record holding a whole ClientHello"
 	case ReasonSNILong:
-		return fmt.Sprintf("the SNI is longer than the %d bytes the kernel's check reads", SNINameMax-1)
+		return fmt.Sprintf("the name is longer than the %d bytes the kernel's check reads", SNINameMax-1)
+	case ReasonNotHTTP:
+		return "port 80 of an address learned for a name takes HTTP/1: the first bytes are not a request head the kernel's check reads (a known method, an origin-form target, CRLF line ends, no folded line, at most 4096 bytes)"
+	case ReasonNoHost:
+		return "the request names no host"
+	case ReasonHosts:
+		return "more than one Host header"
 	case ReasonFastOpen:
 		return "TCP Fast Open would send data before the connection's name is checked"
 	case ReasonULP:
@@ -159,8 +173,8 @@ type Event struct {
 	// Unix is the unix socket a HookUnixConnect or HookUnixSend event
 	// tried to reach: the name its server bound, "/path" or "@abstract".
 	Unix string
-	// Name is the SNI a HookTLS event read (ReasonSNI, ReasonECH), lower-
-	// cased.
+	// Name is the SNI a HookTLS event read (ReasonSNI, ReasonECH), or the
+	// Host a HookHTTP event read (ReasonSNI), lower-cased.
 	Name string
 }
 
@@ -224,9 +238,9 @@ func ParseEvent(b []byte) (Event, error) {
 	} else if e.Hook != HookSockCreate && e.Hook != HookSetsockopt {
 		e.Addr = addr
 	}
-	if e.Hook == HookTLS {
+	if e.Hook == HookTLS || e.Hook == HookHTTP {
 		if len(b) < nameEventSize {
-			return Event{}, fmt.Errorf("TLS event record of %d bytes, want %d", len(b), nameEventSize)
+			return Event{}, fmt.Errorf("name event record of %d bytes, want %d", len(b), nameEventSize)
 		}
 		var n sluiceNameEvent
 		decodeRecord(b, &n)

@@ -197,6 +197,7 @@ const (
 	sluiceSluiceHookHOOK_UNIX_CONNECT sluiceSluiceHook = 8
 	sluiceSluiceHookHOOK_UNIX_SEND    sluiceSluiceHook = 9
 	sluiceSluiceHookHOOK_TLS          sluiceSluiceHook = 10
+	sluiceSluiceHookHOOK_HTTP         sluiceSluiceHook = 11
 )
 
 type sluiceSluicePortKind uint32
@@ -226,6 +227,9 @@ const (
 	sluiceSluiceReasonREASON_SNI_LONG           sluiceSluiceReason = 26
 	sluiceSluiceReasonREASON_FASTOPEN           sluiceSluiceReason = 27
 	sluiceSluiceReasonREASON_ULP                sluiceSluiceReason = 28
+	sluiceSluiceReasonREASON_NOT_HTTP           sluiceSluiceReason = 29
+	sluiceSluiceReasonREASON_NO_HOST            sluiceSluiceReason = 30
+	sluiceSluiceReasonREASON_HOSTS              sluiceSluiceReason = 31
 )
 
 type sluiceSluiceSessionFlag uint32
@@ -268,7 +272,7 @@ type sluiceSniState struct {
 	Family      uint8
 	Hashed      uint8
 	Timeout     uint8
-	Pad         uint8
+	Http        uint8
 	UserTimeout uint32
 	_           [4]byte
 }

@@ -205,7 +205,7 @@ func (ss *Session) KernelEvent(ev loader.Event) {
 	ss.Deliver(audit.FromKernel(ss.Info.Name, ev, ss.es.LearnedFrom))
 	// A name refused by the kernel's TLS check is the verifier's kind of
 	// refusal (NameEvent), which asks nothing: the address is allowed.
-	if ev.Hook != loader.HookTLS {
+	if ev.Hook != loader.HookTLS && ev.Hook != loader.HookHTTP {
 		ss.askAddr(ev)
 	}
 }

@@ -49,11 +49,11 @@ var (
 )
 
 const (
-	namesBudget = 60 * time.Second
-	namesSNI    = "cdn.bench.test"
+	namesBudget  = 60 * time.Second
+	namesSNI     = "cdn.bench.test"
 	namesBulk    = 512 << 20 // bytes of the HTTP bulk stream
 	namesTLSBulk = 256 << 20 // bytes of the TLS bulk stream
-	namesConns  = 300       // connections per arm and round
+	namesConns   = 300       // connections per arm and round
 )
 
 var namesArms = []string{"unconfined", "by address (IP entry)", "checked by name", "checked by name, in-kernel splice"}

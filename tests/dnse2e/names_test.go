@@ -103,6 +103,11 @@ func TestHostOfAnotherNameIsRefused(t *testing.T) {
 		if line := fmt.Sprintf("-> %s (HTTP Host evil.test): %s", netip.AddrPortFrom(c.addr, 80), allowedFor("cdn.test")); !strings.Contains(stderr, line) {
 			t.Errorf("IPv%s: no explained refusal (%q) in:\n%s", c.fam, line, stderr)
 		}
+		// Port 80 is judged in the kernel too: the request's send is
+		// refused.
+		if r.Errno != "EACCES" {
+			t.Errorf("IPv%s: the client got %s, want its request's send refused (EACCES)", c.fam, r)
+		}
 		r, _ = f.probe(t, allow, "http-name", "cdn.test", c.fam, "80", "cdn.test")
 		if !r.OK || !strings.Contains(r.Reply, "200") {
 			t.Errorf("IPv%s: cdn.test: %s", c.fam, r)

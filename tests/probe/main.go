@@ -136,6 +136,7 @@ func init() {
 		"tls-name":      {"NAME|ADDR 4|6|proxy|socks PORT SNI|-", 4, runTLSName},
 		"http-name":     {"NAME|ADDR 4|6|proxy|socks PORT HOST", 4, runHTTPName},
 		"send-name":     {"NAME|ADDR 4|6|proxy|socks PORT LINE", 4, runSendName},
+		"http-raw":      {"NAME|ADDR 4|6 PORT BASE64 CHUNK", 5, runHTTPRaw},
 		"udp-name":      {"NAME|ADDR 4|6 PORT", 3, runUDPName},
 		"tls-ech":       {"NAME|ADDR 4|6|proxy|socks PORT SNI OUTER", 5, runTLSECH},
 		"proxy-connect": {"HOST PORT", 2, runProxyConnect},

@@ -9,6 +9,7 @@ import (
 	"crypto/ecdh"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -122,6 +123,45 @@ func runSendName(args []string, r *result) error {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	r.Reply = line
 	if err != nil {
+		return at("read", errnoOf(err))
+	}
+	return nil
+}
+
+// runHTTPRaw: connect and send the bytes BASE64 decodes to (a request
+// head as an attacker writes it), CHUNK bytes per write (0: one write),
+// then read the peer's first line.
+func runHTTPRaw(args []string, r *result) error {
+	raw, err := base64.StdEncoding.DecodeString(args[3])
+	if err != nil {
+		return fmt.Errorf("BASE64: %w", err)
+	}
+	chunk, err := strconv.Atoi(args[4])
+	if err != nil || chunk < 0 {
+		return fmt.Errorf("CHUNK %q: want a byte count", args[4])
+	}
+	c, err := dialNamed(args, r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if chunk == 0 {
+		chunk = len(raw)
+	}
+	for len(raw) > 0 {
+		n := min(chunk, len(raw))
+		if _, err := c.Write(raw[:n]); err != nil {
+			return at("write", errnoOf(err))
+		}
+		raw = raw[n:]
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	r.Reply = line
+	if err != nil {
+		if errors.Is(err, io.EOF) && line == "" {
+			return at("read", io.ErrUnexpectedEOF)
+		}
 		return at("read", errnoOf(err))
 	}
 	return nil
