@@ -78,7 +78,7 @@ func main() {
 	flag.BoolVar(&o.jobs, "jobs", true, "measure the realistic jobs (curl processes, a Go client) unconfined and on every DNS path (about 80 s)")
 	flag.IntVar(&o.jobsRounds, "jobs-rounds", 5, "rounds of the realistic jobs (four arms each)")
 	flag.BoolVar(&o.portRules, "port-rules", false, "give the worker session port rules (loader.FlagPortRules) while the cycle's entry has none, so that the cycle pays a session-with-ports' lookups")
-	flag.BoolVar(&o.names, "names", true, "measure name verification: new TLS connections and a bulk stream through the session's verifier, the TCP connect to an IP entry beside them (about 30 s)")
+	flag.BoolVar(&o.names, "names", true, "measure name verification: new TLS connections, a TLS and an HTTP stream through checked connections (judged in the kernel), the TCP connect to an IP entry beside them (about 40 s)")
 	flag.IntVar(&o.namesRounds, "names-rounds", 5, "rounds of the name verification part (three arms each)")
 	flag.Func("workers", "run only the worker benchmarks whose name matches this `regexp` (e.g. cycle)", func(v string) (err error) {
 		o.workers, err = regexp.Compile(v)

@@ -39,10 +39,8 @@ import (
 // (namesCDN), and an address that both confined arms allow by an IP entry
 // (namesIP). Arms: unconfined, confined by address (the CDN address as an
 // IP entry: not checked), confined by name (learned: every new TLS
-// connection's ClientHello is judged in the kernel, bpf/sni.h; an HTTP
-// connection on port 80 goes through the session's verifier, which reads
-// the request head, dials and splices), and the same with the verifier's
-// in-kernel splice.
+// connection's ClientHello, and every HTTP connection's request head, is
+// judged in the kernel, bpf/sni.h).
 var (
 	namesCDN = netip.MustParseAddr("203.0.113.80")
 	namesIP  = netip.MustParseAddr("203.0.113.81")
@@ -56,7 +54,7 @@ const (
 	namesConns   = 300       // connections per arm and round
 )
 
-var namesArms = []string{"unconfined", "by address (IP entry)", "checked by name", "checked by name, in-kernel splice"}
+var namesArms = []string{"unconfined", "by address (IP entry)", "checked by name"}
 
 // Targets: added time per new TLS connection (median) and the bulk
 // stream's throughput ratio.
@@ -258,16 +256,14 @@ func measureNames(ctx context.Context, instance string, rounds int) (*namesResul
 	spawners := []jobSpawner{func(cmd *exec.Cmd, prepare func() error) error {
 		return free.sess.StartWith(cmd, nobody, prepare)
 	}}
-	// The last arm is the checked one with the in-kernel splice
-	// (enforcer.VerifyOptions.KernelSplice), beside the default.
-	for i, entries := range [][]string{{namesCDN.String(), namesIP.String()}, {namesSNI, namesIP.String()}, {namesSNI, namesIP.String()}} {
+	for i, entries := range [][]string{{namesCDN.String(), namesIP.String()}, {namesSNI, namesIP.String()}} {
 		policy, err := allowlist.FromStrings(entries)
 		if err != nil {
 			return nil, err
 		}
 		s, err := e.NewSession(enforcer.Options{Policy: policy, NetNS: world.ns, DNS: &enforcer.DNSOptions{
 			Path: enforcer.DNSPathResolver, Upstreams: []string{"127.0.0.1:1"}},
-			Verify: &enforcer.VerifyOptions{KernelSplice: i == 2}})
+			Verify: &enforcer.VerifyOptions{}})
 		if err != nil {
 			return nil, fmt.Errorf("session: %w", err)
 		}
@@ -314,7 +310,7 @@ func measureNames(ctx context.Context, instance string, rounds int) (*namesResul
 	res := &namesResult{tls: make([][]float64, len(namesArms)), cycle: make([][]float64, len(namesArms)), bulk: make([][]float64, len(namesArms)),
 		tlsb: make([][]float64, len(namesArms))}
 	res.rounds, err = roundsWithin(rounds, until, func(r int) error {
-		order := []int{0, 1, 2, 3}
+		order := []int{0, 1, 2}
 		if r%2 == 1 {
 			slices.Reverse(order)
 		}
@@ -369,61 +365,54 @@ func quantile(xs []float64, q float64) float64 {
 
 func fmtUs(ns float64) string { return fmt.Sprintf("%.0f µs", ns/1e3) }
 
-// added is the checked arm's added time over unconfined at quantile q
-// (arm 2: the default; 3: the in-kernel splice).
-func (n *namesResult) added(q float64) float64 { return n.addedBy(2, q) }
-
-func (n *namesResult) addedBy(arm int, q float64) float64 {
-	return quantile(n.tls[arm], q) - quantile(n.tls[0], q)
+// added is the checked arm's added time over unconfined at quantile q.
+func (n *namesResult) added(q float64) float64 {
+	return quantile(n.tls[2], q) - quantile(n.tls[0], q)
 }
 
-// bulkRatio is the checked arm's TLS stream (port 443, the kernel's
-// check) against unconfined: the target's.
-func (n *namesResult) bulkRatio() float64 { return median(n.tlsb[2]) / median(n.tlsb[0]) }
-
-// bulkRatioOf is an arm's HTTP stream (port 80: the verifier in the
-// checked arms) against unconfined.
-func (n *namesResult) bulkRatioOf(arm int) float64 { return median(n.bulk[arm]) / median(n.bulk[0]) }
+// tlsRatio and httpRatio are the checked arm's streams (TLS on 443, HTTP
+// on 80) against unconfined.
+func (n *namesResult) tlsRatio() float64  { return median(n.tlsb[2]) / median(n.tlsb[0]) }
+func (n *namesResult) httpRatio() float64 { return median(n.bulk[2]) / median(n.bulk[0]) }
 
 func (n *namesResult) missed() bool {
-	return n.added(0.5) > float64(namesAddedTarget) || n.bulkRatio() < namesBulkTarget
+	return n.added(0.5) > float64(namesAddedTarget) || n.tlsRatio() < namesBulkTarget || n.httpRatio() < namesBulkTarget
 }
 
 func (n *namesResult) write(w io.Writer) {
-	fmt.Fprintln(w, "| name verification | unconfined | by address (IP entry) | checked by name | checked, in-kernel splice | target | result |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintln(w, "| name verification | unconfined | by address (IP entry) | checked by name | target | result |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
 	for _, q := range []struct {
 		name string
 		q    float64
 	}{{"median", 0.5}, {"p99", 0.99}} {
-		fmt.Fprintf(w, "| new TLS connection (connect + handshake), %s | %s | %s | %s (%+.0f µs) | %s (%+.0f µs) | ", q.name,
-			fmtUs(quantile(n.tls[0], q.q)), fmtUs(quantile(n.tls[1], q.q)), fmtUs(quantile(n.tls[2], q.q)), n.added(q.q)/1e3,
-			fmtUs(quantile(n.tls[3], q.q)), n.addedBy(3, q.q)/1e3)
+		fmt.Fprintf(w, "| new TLS connection (connect + handshake), %s | %s | %s | %s (%+.0f µs) | ", q.name,
+			fmtUs(quantile(n.tls[0], q.q)), fmtUs(quantile(n.tls[1], q.q)), fmtUs(quantile(n.tls[2], q.q)), n.added(q.q)/1e3)
 		if q.q == 0.5 {
 			fmt.Fprintf(w, "< %s added | %s |\n", fmtUs(float64(namesAddedTarget)), verdict(n.added(0.5) <= float64(namesAddedTarget)))
 		} else {
 			fmt.Fprintln(w, "report | |")
 		}
 	}
-	fmt.Fprintf(w, "| bulk TLS stream through a checked connection, port 443, the kernel's check (%d MiB) | %.0f MB/s | %.0f MB/s | %.0f MB/s (%.2f×) | %.0f MB/s (%.2f×) | ≥ %.1f× | %s |\n", namesTLSBulk>>20,
-		median(n.tlsb[0])/1e6, median(n.tlsb[1])/1e6, median(n.tlsb[2])/1e6, n.bulkRatio(), median(n.tlsb[3])/1e6, median(n.tlsb[3])/median(n.tlsb[0]),
-		namesBulkTarget, verdict(n.bulkRatio() >= namesBulkTarget))
-	fmt.Fprintf(w, "| bulk HTTP stream through a checked connection, port 80, the verifier (%d MiB) | %.0f MB/s | %.0f MB/s | %.0f MB/s (%.2f×) | %.0f MB/s (%.2f×) | report | |\n", namesBulk>>20,
-		median(n.bulk[0])/1e6, median(n.bulk[1])/1e6, median(n.bulk[2])/1e6, n.bulkRatioOf(2), median(n.bulk[3])/1e6, n.bulkRatioOf(3))
+	fmt.Fprintf(w, "| bulk TLS stream through a checked connection, port 443 (%d MiB) | %.0f MB/s | %.0f MB/s | %.0f MB/s (%.2f×) | ≥ %.1f× | %s |\n", namesTLSBulk>>20,
+		median(n.tlsb[0])/1e6, median(n.tlsb[1])/1e6, median(n.tlsb[2])/1e6, n.tlsRatio(), namesBulkTarget, verdict(n.tlsRatio() >= namesBulkTarget))
+	fmt.Fprintf(w, "| bulk HTTP stream through a checked connection, port 80 (%d MiB) | %.0f MB/s | %.0f MB/s | %.0f MB/s (%.2f×) | ≥ %.1f× | %s |\n", namesBulk>>20,
+		median(n.bulk[0])/1e6, median(n.bulk[1])/1e6, median(n.bulk[2])/1e6, n.httpRatio(), namesBulkTarget, verdict(n.httpRatio() >= namesBulkTarget))
 	c0 := quantile(n.cycle[0], 0.5)
 	ratio := func(a int) string {
 		return fmt.Sprintf("%s (%.2f×)", fmtUs(quantile(n.cycle[a], 0.5)), quantile(n.cycle[a], 0.5)/c0)
 	}
-	fmt.Fprintf(w, "| TCP connect + close to an IP entry (not checked), median | %s | %s | %s | %s | unchanged | report |\n",
-		fmtUs(c0), ratio(1), ratio(2), ratio(3))
+	fmt.Fprintf(w, "| TCP connect + close to an IP entry (not checked), median | %s | %s | %s | unchanged | report |\n",
+		fmtUs(c0), ratio(1), ratio(2))
 }
 
 func (n *namesResult) describe(w io.Writer) {
 	fmt.Fprintf(w, "Name verification: %d rounds, arms alternating, as uid 65534 in a network namespace of its own (servers on %s and %s on its loopback, this process). "+
-		"Each round: %d new TLS connections per arm (connect and TLS 1.3 handshake with SNI %s, close; in the checked arms the kernel judges the ClientHello's SNI on the client's own socket), "+
-		"%d TCP connects to %s:9 (an IP entry in both sessions), one %d MiB TLS stream read through one connection to port 443 (SNI checked in the kernel), and one %d MiB stream read through one HTTP connection to port 80 (Host checked by the session's verifier, which dials %s and splices: by splice(2) through the verifier, or in the kernel in the last arm). "+
+		"Each round: %d new TLS connections per arm (connect and TLS 1.3 handshake with SNI %s, close), "+
+		"%d TCP connects to %s:9 (an IP entry in both sessions), one %d MiB TLS stream read through one connection to port 443 and one %d MiB stream read through one HTTP connection to port 80; "+
+		"in the checked arm the kernel judges the ClientHello's SNI and the request's Host on the client's own socket (bpf/sni.h). "+
 		"Quantiles are over every connection of every round; the bulk figures are the median round.\n",
-		n.rounds, namesCDN, namesIP, namesConns, namesSNI, 4*namesConns, namesIP, namesTLSBulk>>20, namesBulk>>20, namesCDN)
+		n.rounds, namesCDN, namesIP, namesConns, namesSNI, 4*namesConns, namesIP, namesTLSBulk>>20, namesBulk>>20)
 }
 
 // benchNamesOnly is `-only names`.
