@@ -110,3 +110,28 @@ func sawHost(hosts []string, name string) bool {
 	}
 	return false
 }
+
+// TestNameCheckInAuditMode: in audit mode the kernel's name check lets a
+// connection with another name through, and says what it would have
+// refused, on both ports.
+func TestNameCheckInAuditMode(t *testing.T) {
+	f := newFixture(t)
+	cdn := f.w.ServeCDN(t, cdnV4)
+	flags := []string{"--audit", "--allow", "cdn.test"}
+	for _, c := range []struct {
+		action []string
+		line   string
+	}{
+		{[]string{"tls-name", "cdn.test", "4", "443", "evil.test"}, "audit: would refuse probe["},
+		{[]string{"http-name", "cdn.test", "4", "80", "evil.test"}, "audit: would refuse probe["},
+	} {
+		cdn = f.w.ServeCDNReset(cdn)
+		r, stderr := f.probe(t, flags, c.action...)
+		if !r.OK || !cdn.Saw("evil.test") {
+			t.Errorf("%s in audit mode: %s, the CDN saw %q %q; want it through", c.action[0], r, cdn.SNIs(), cdn.Hosts())
+		}
+		if !strings.Contains(stderr, c.line) || !strings.Contains(stderr, "evil.test): the address was allowed for cdn.test") {
+			t.Errorf("%s in audit mode: no line saying what would have been refused in:\n%s", c.action[0], stderr)
+		}
+	}
+}
