@@ -23,7 +23,7 @@ type kdnstestCidrKey struct {
 
 type kdnstestCounters struct {
 	_ structs.HostLayout
-	N [5]uint64
+	N [7]uint64
 }
 
 type kdnstestDnsOrig struct {
@@ -191,9 +191,11 @@ const (
 	kdnstestVarUnusedKdnsNameKey  = "unused_kdns_name_key"
 	kdnstestVarUnusedKdnsQuery    = "unused_kdns_query"
 	kdnstestVarUnusedKdnsQueryKey = "unused_kdns_query_key"
+	kdnstestVarUnusedNameEvent    = "unused_name_event"
 	kdnstestVarUnusedPortKind     = "unused_port_kind"
 	kdnstestVarUnusedReason       = "unused_reason"
 	kdnstestVarUnusedSessionFlag  = "unused_session_flag"
+	kdnstestVarUnusedSniKey       = "unused_sni_key"
 	kdnstestVarUnusedUnixEvent    = "unused_unix_event"
 	kdnstestVarUnusedUnixVerdict  = "unused_unix_verdict"
 )
@@ -292,9 +294,11 @@ type kdnstestVariableSpecs struct {
 	UnusedKdnsNameKey  *ebpf.VariableSpec `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.VariableSpec `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.VariableSpec `ebpf:"unused_kdns_query_key"`
+	UnusedNameEvent    *ebpf.VariableSpec `ebpf:"unused_name_event"`
 	UnusedPortKind     *ebpf.VariableSpec `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.VariableSpec `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.VariableSpec `ebpf:"unused_session_flag"`
+	UnusedSniKey       *ebpf.VariableSpec `ebpf:"unused_sni_key"`
 	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.VariableSpec `ebpf:"unused_unix_verdict"`
 }
@@ -392,9 +396,11 @@ type kdnstestVariables struct {
 	UnusedKdnsNameKey  *ebpf.Variable `ebpf:"unused_kdns_name_key"`
 	UnusedKdnsQuery    *ebpf.Variable `ebpf:"unused_kdns_query"`
 	UnusedKdnsQueryKey *ebpf.Variable `ebpf:"unused_kdns_query_key"`
+	UnusedNameEvent    *ebpf.Variable `ebpf:"unused_name_event"`
 	UnusedPortKind     *ebpf.Variable `ebpf:"unused_port_kind"`
 	UnusedReason       *ebpf.Variable `ebpf:"unused_reason"`
 	UnusedSessionFlag  *ebpf.Variable `ebpf:"unused_session_flag"`
+	UnusedSniKey       *ebpf.Variable `ebpf:"unused_sni_key"`
 	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
 	UnusedUnixVerdict  *ebpf.Variable `ebpf:"unused_unix_verdict"`
 }
