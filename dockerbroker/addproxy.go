@@ -42,13 +42,9 @@ import (
 type addProxy struct {
 	b      *Broker
 	client *http.Client
-
-	once sync.Once
-	addr string
-	err  error
+	loopbackServer
 
 	mu      sync.Mutex
-	srv     *http.Server
 	fetches map[string]*addFetch
 }
 
@@ -71,19 +67,9 @@ type addReq struct {
 
 func newAddProxy(b *Broker) *addProxy {
 	p := &addProxy{b: b, fetches: map[string]*addFetch{}}
-	tr := &http.Transport{
-		// Never a proxy from the environment: the connection judged is
-		// the connection made.
-		Proxy:                 nil,
-		DialContext:           p.dial,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   30 * time.Second,
-		ResponseHeaderTimeout: 2 * time.Minute,
-		IdleConnTimeout:       30 * time.Second,
-		// The engine gets the bytes as the server sent them.
-		DisableCompression: true,
-	}
-	p.client = &http.Client{Transport: tr, CheckRedirect: p.checkRedirect}
+	p.loopbackServer = loopbackServer{what: "the build's fetch proxy", handler: p.serveHTTP}
+	// The engine gets the bytes as the server sent them.
+	p.client = judgedClient(p.dial, p.checkRedirect, false)
 	return p
 }
 
@@ -136,33 +122,9 @@ func (p *addProxy) checkRedirect(req *http.Request, via []*http.Request) error {
 	return p.judge(ar.src, "it redirects", urlHostPort(req.URL))
 }
 
-// start listens on loopback, once.
-func (p *addProxy) start() (string, error) {
-	p.once.Do(func() {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			p.err = fmt.Errorf("the build's fetch proxy: %w", err)
-			return
-		}
-		p.mu.Lock()
-		p.addr = l.Addr().String()
-		p.srv = &http.Server{Handler: http.HandlerFunc(p.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
-		srv := p.srv
-		p.mu.Unlock()
-		go func() { _ = srv.Serve(l) }()
-	})
-	return p.addr, p.err
-}
-
 // close stops the proxy's listener and its connections.
 func (p *addProxy) close() {
-	p.once.Do(func() { p.err = errors.New("the session's broker is closed") })
-	p.mu.Lock()
-	srv := p.srv
-	p.mu.Unlock()
-	if srv != nil {
-		_ = srv.Close()
-	}
+	p.loopbackServer.close()
 	p.client.CloseIdleConnections()
 }
 
@@ -261,15 +223,7 @@ func (p *addProxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // report tells the broker's OnRefuse of rf, once per build.
-func (p *addProxy) report(f *addFetch, rf *Refusal) {
-	f.mu.Lock()
-	seen := f.refused[rf.Why]
-	f.refused[rf.Why] = true
-	f.mu.Unlock()
-	if !seen && p.b.cfg.OnRefuse != nil {
-		p.b.cfg.OnRefuse(rf)
-	}
-}
+func (p *addProxy) report(f *addFetch, rf *Refusal) { p.b.reportOnce(&f.mu, f.refused, rf) }
 
 // rewriteAdds puts each URL of subst (as the Dockerfile writes it) in the
 // ADD instructions of text by the proxy's URL for it, as a whole word

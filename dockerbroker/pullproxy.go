@@ -88,11 +88,7 @@ func parseRegistryAuth(h string) registryCreds {
 type pullProxy struct {
 	b      *Broker
 	client *http.Client
-
-	once sync.Once
-	addr string // 127.0.0.1:PORT
-	srv  *http.Server
-	err  error
+	loopbackServer
 
 	mu    sync.Mutex
 	pulls map[string]*proxyPull
@@ -100,17 +96,8 @@ type pullProxy struct {
 
 func newPullProxy(b *Broker) *pullProxy {
 	p := &pullProxy{b: b, pulls: map[string]*proxyPull{}}
-	tr := &http.Transport{
-		// Never a proxy from the environment: the connection judged is
-		// the connection made.
-		Proxy:                 nil,
-		DialContext:           p.dial,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   30 * time.Second,
-		ResponseHeaderTimeout: 2 * time.Minute,
-		IdleConnTimeout:       30 * time.Second,
-	}
-	p.client = &http.Client{Transport: tr, CheckRedirect: p.checkRedirect}
+	p.loopbackServer = loopbackServer{what: "the pull proxy", handler: p.serveHTTP}
+	p.client = judgedClient(p.dial, p.checkRedirect, true)
 	return p
 }
 
@@ -196,30 +183,9 @@ func loopbackHost(h string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-// start listens on loopback, once.
-func (p *pullProxy) start() (string, error) {
-	p.once.Do(func() {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			p.err = fmt.Errorf("the pull proxy: %w", err)
-			return
-		}
-		p.addr = l.Addr().String()
-		p.srv = &http.Server{Handler: http.HandlerFunc(p.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
-		go func() { _ = p.srv.Serve(l) }()
-	})
-	return p.addr, p.err
-}
-
 // close stops the proxy's listener and its connections.
 func (p *pullProxy) close() {
-	p.mu.Lock()
-	srv := p.srv
-	p.mu.Unlock()
-	p.once.Do(func() { p.err = errors.New("the session's broker is closed") })
-	if srv != nil {
-		_ = srv.Close()
-	}
+	p.loopbackServer.close()
 	p.client.CloseIdleConnections()
 }
 
@@ -314,15 +280,7 @@ func (p *pullProxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // report tells the broker's OnRefuse of rf, once per pull.
-func (p *pullProxy) report(pl *proxyPull, rf *Refusal) {
-	pl.mu.Lock()
-	seen := pl.refused[rf.Why]
-	pl.refused[rf.Why] = true
-	pl.mu.Unlock()
-	if !seen && p.b.cfg.OnRefuse != nil {
-		p.b.cfg.OnRefuse(rf)
-	}
-}
+func (p *pullProxy) report(pl *proxyPull, rf *Refusal) { p.b.reportOnce(&pl.mu, pl.refused, rf) }
 
 // fetch makes the request upstream, answering one auth challenge.
 func (p *pullProxy) fetch(ctx context.Context, pl *proxyPull, method string, u *url.URL, hdr http.Header) (*http.Response, error) {
@@ -636,6 +594,17 @@ func (b *Broker) servePull(w http.ResponseWriter, r *http.Request, image string)
 	}
 	q.Del("fromImage")
 	q.Del("tag")
+	b.streamProgress(w, func(line func([]byte) error) error {
+		return b.pullThrough(r.Context(), name, ref, q, r.Header.Get("X-Registry-Auth"), line)
+	})
+}
+
+// streamProgress answers a pull or push made through the registry proxy:
+// run writes each line of the engine's progress to line, which sends the
+// 200 header with the first one; an error before any line is the
+// engine's status or a 502, one after is the stream's last line, in the
+// engine's error form (the Docker client prints it).
+func (b *Broker) streamProgress(w http.ResponseWriter, run func(line func([]byte) error) error) {
 	written := false
 	rc := http.NewResponseController(w)
 	line := func(s []byte) error {
@@ -650,7 +619,7 @@ func (b *Broker) servePull(w http.ResponseWriter, r *http.Request, image string)
 		_ = rc.Flush()
 		return nil
 	}
-	err := b.pullThrough(r.Context(), name, ref, q, r.Header.Get("X-Registry-Auth"), line)
+	err := run(line)
 	var ee *engineError
 	var se *streamedError
 	switch {

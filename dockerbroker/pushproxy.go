@@ -462,34 +462,7 @@ func (b *Broker) servePush(w http.ResponseWriter, r *http.Request, image string)
 		return
 	}
 	q.Del("tag")
-	written := false
-	rc := http.NewResponseController(w)
-	line := func(s []byte) error {
-		if !written {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			written = true
-		}
-		if _, err := w.Write(s); err != nil {
-			return err
-		}
-		_ = rc.Flush()
-		return nil
-	}
-	err := b.pushThrough(r.Context(), name, tag, q, r.Header.Get("X-Registry-Auth"), line)
-	var ee *engineError
-	var se *streamedError
-	switch {
-	case err == nil, errors.As(err, &se):
-	case errors.As(err, &ee) && !written:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(ee.status)
-		_, _ = w.Write(ee.body)
-	case !written:
-		writeError(w, http.StatusBadGateway, "sluice: "+err.Error())
-	default:
-		msg := "sluice: " + err.Error()
-		b, _ := json.Marshal(map[string]any{"errorDetail": map[string]string{"message": msg}, "error": msg})
-		_ = line(append(b, '\n'))
-	}
+	b.streamProgress(w, func(line func([]byte) error) error {
+		return b.pushThrough(r.Context(), name, tag, q, r.Header.Get("X-Registry-Auth"), line)
+	})
 }
