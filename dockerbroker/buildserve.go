@@ -253,11 +253,20 @@ func (b *Broker) judgePlan(ctx context.Context, plan *BuildPlan, pull bool, plat
 			return rf
 		}
 		for _, m := range more.Images {
-			if _, ok := b.imageOnBuild(ctx, m.Ref); ok {
+			if _, ok := b.imageOnBuild(ctx, m.Ref); ok && !pull {
 				continue
 			}
 			if err := judge(m.Host); err != nil {
 				return refuse("build", "%sCOPY --from=%s: the engine would pull it: %v", whose, m.Ref, err)
+			}
+			// Pulled here, through the proxy, every hop judged: the
+			// engine would otherwise pull it itself when the trigger
+			// runs, following the registry's realm and redirects.
+			if err := b.pullImage(ctx, m.Ref, platform, registryAuth(auths, m.Host)); err != nil {
+				return refuse("build", "%sCOPY --from=%s: its pull failed: %v", whose, m.Ref, err)
+			}
+			if _, ok := b.imageOnBuild(ctx, m.Ref); !ok {
+				return refuse("build", "%sCOPY --from=%s: not on the engine after its pull", whose, m.Ref)
 			}
 		}
 	}

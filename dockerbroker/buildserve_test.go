@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,8 +112,10 @@ func TestBrokerBuild(t *testing.T) {
 	fe := &buildEngine{
 		have: map[string][]string{"base:1": nil, "trig:1": {"ADD http://files.denied.test/x /x"}},
 		pullable: map[string][]string{
-			"registry.allowed.test/tools:1":   nil,
-			"registry.allowed.test/onbuild:1": {"COPY --from=registry.denied.test/x:1 /a /b"},
+			"registry.allowed.test/tools:1":    nil,
+			"registry.allowed.test/onbuild:1":  {"COPY --from=registry.denied.test/x:1 /a /b"},
+			"registry.allowed.test/onbuild2:1": {"COPY --from=registry.allowed.test/trigsrc:1 /a /b"},
+			"registry.allowed.test/trigsrc:1":  nil,
 		},
 	}
 	es := &http.Server{Handler: fe}
@@ -202,18 +205,29 @@ func TestBrokerBuild(t *testing.T) {
 		t.Errorf("with --pull: the forwarded query %v, the broker's pulls %v", q, fe.pulls)
 	}
 	fe.mu.Unlock()
+	// A base image's trigger COPY --from an image of an allowed registry:
+	// the broker pulls it (through its proxy) before the engine runs the
+	// trigger, which would pull it itself, unjudged hop by hop.
+	if st, out := build("", "FROM registry.allowed.test/onbuild2:1\nRUN true\n"); st != 200 {
+		t.Fatalf("a build FROM an image whose trigger copies from an allowed registry: %d %s", st, out)
+	}
+	fe.mu.Lock()
+	if !slices.Contains(fe.pulls, "registry.allowed.test/trigsrc:1") {
+		t.Errorf("the broker's pulls %v: want the trigger's COPY --from image", fe.pulls)
+	}
+	fe.mu.Unlock()
 	// A build's parent is done once the broker's handler returns, which
 	// is after the client has read the answer: wait for it a little.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		mu.Lock()
 		n := len(dones)
 		mu.Unlock()
-		if n >= 2 || time.Now().After(deadline) {
+		if n >= 3 || time.Now().After(deadline) {
 			break
 		}
 	}
 	mu.Lock()
-	if len(dones) != 2 || dones[0] != parents[0] {
+	if len(dones) != 3 || dones[0] != parents[0] {
 		t.Errorf("build parents %v, done %v", parents, dones)
 	}
 	mu.Unlock()
@@ -243,12 +257,12 @@ func TestBrokerBuild(t *testing.T) {
 		}
 	}
 	fe.mu.Lock()
-	if len(fe.builds) != 2 {
-		t.Errorf("the engine got %d builds, want the allowed two only", len(fe.builds))
+	if len(fe.builds) != 3 {
+		t.Errorf("the engine got %d builds, want the allowed three only", len(fe.builds))
 	}
 	fe.mu.Unlock()
 	mu.Lock()
-	if len(parents) != 2 {
+	if len(parents) != 3 {
 		t.Errorf("refused builds got cgroup parents: %v", parents)
 	}
 	mu.Unlock()
