@@ -144,6 +144,34 @@ func TestSNIAttackFirstFlight(t *testing.T) {
 	}
 }
 
+// TestSNIAttackOOBLastByte: the ClientHello for the allowed name, its
+// server_name extension last, in one send with MSG_OOB, then one byte
+// "x". sk_msg judges the record it was given (SNI cdn.test, allowed); a
+// server without SO_OOBINLINE skips the urgent byte, the record's last,
+// and reads "x" in its place: SNI cdn.tesx, a name never allowed. The
+// egress program drops a marked socket's urgent segments, so the server
+// reads nothing at all (the connection stalls until the probe gives up).
+func TestSNIAttackOOBLastByte(t *testing.T) {
+	f := newFixture(t)
+	cdn := f.w.ServeCDN(t, cdnV4, cdnV6)
+	for _, c := range cdnFamilies {
+		t.Run("IPv"+c.fam, func(t *testing.T) {
+			cdn = f.w.ServeCDNReset(cdn)
+			r, _ := f.attack(t, nil, "4s", c.addr.String(), c.fam, "cdn.test", "oob-last")
+			if !cdn.Saw("cdn.tesx") {
+				t.Fatalf("unconfined: %s; the CDN recorded %q, not the altered name cdn.tesx", r, cdn.SNIs())
+			}
+			cdn = f.w.ServeCDNReset(cdn)
+			t0 := f.quiet(t, c.addr)
+			r, _ = f.attack(t, []string{"--allow", "cdn.test"}, "4s", "cdn.test", c.fam, "cdn.test", "oob-last")
+			if n := len(cdn.SNIs()); n != 0 {
+				t.Errorf("LEAK: the CDN recorded %q from the confined program (%s): it read another SNI than the one judged", cdn.SNIs(), r)
+			}
+			f.noWire(t, c.addr, t0, true)
+		})
+	}
+}
+
 // TestSNIAttackIOURingSend: IORING_OP_SEND puts the first flight on the
 // socket from io_uring's own context. In a session io_uring_setup is
 // refused (the seccomp filter: io_uring could also open sockets unseen),

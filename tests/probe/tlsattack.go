@@ -45,6 +45,8 @@ import (
 //	ktls              setsockopt TCP_ULP "tls" before the first flight
 //	early             a blocking send of the ClientHello from a second
 //	                  thread while the connect is still in progress
+//	oob-last          the ClientHello, server_name last, in one send with
+//	                  MSG_OOB, then "x" (runOOBLast; no handshake follows)
 //
 // Note is "syn-data" when the server acknowledged data in the SYN; for
 // early, "sent-in-syn-sent" when the send began before the connection was
@@ -111,6 +113,11 @@ func runTLSAttack(args []string, r *result) error {
 		}
 	case how == "early":
 		c.first = func(fd int, b []byte) error { return earlySend(fd, b, sa, r) }
+	case how == "oob-last":
+		if err := connect(fd, sa); err != nil {
+			return err
+		}
+		return runOOBLast(fd, sni)
 	default:
 		return at("args", fmt.Errorf("unknown way %q", how))
 	}
@@ -430,4 +437,95 @@ func earlySend(fd int, b []byte, sa unix.Sockaddr, r *result) error {
 		r.Note += fmt.Sprintf(" user-timeout=%d", ut)
 	}
 	return serr
+}
+
+// runOOBLast is tls-attack's oob-last: crypto/tls's ClientHello for the
+// SNI with the server_name extension moved last, sent whole in one send
+// with MSG_OOB, then one byte 'x'. A server without SO_OOBINLINE skips the
+// urgent byte, the record's last, so it reads the name with its last
+// character replaced by 'x', while a judge of the sent bytes read the
+// name itself. Reply is empty: no handshake can follow.
+func runOOBLast(fd int, sni string) error {
+	hello, err := captureHello(sni)
+	if err != nil {
+		return at("hello", err)
+	}
+	if err := writeAll(fd, hello, 0, unix.MSG_OOB); err != nil {
+		return err
+	}
+	if err := writeAll(fd, []byte{'x'}, 0, 0); err != nil {
+		return err
+	}
+	// Whatever the server answers (an alert, or nothing until it gives up)
+	// is not the point; wait for it, bounded, so that it read the bytes.
+	buf := make([]byte, 512)
+	c := &fdConn{fd: fd}
+	_, err = c.Read(buf)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// captureHello returns the TLS record crypto/tls sends first for sni, its
+// server_name extension moved to the end of the extensions.
+func captureHello(sni string) ([]byte, error) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go func() {
+		c := tls.Client(a, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		_ = c.Handshake()
+	}()
+	_ = b.SetReadDeadline(time.Now().Add(2 * time.Second))
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(b, hdr); err != nil {
+		return nil, err
+	}
+	rec := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+	if _, err := io.ReadFull(b, rec); err != nil {
+		return nil, err
+	}
+	// handshake header (4), version (2), random (32), session id, cipher
+	// suites, compression methods, then the extensions.
+	off := 4 + 2 + 32
+	if off >= len(rec) {
+		return nil, errors.New("short ClientHello")
+	}
+	off += 1 + int(rec[off])
+	if off+2 > len(rec) {
+		return nil, errors.New("short ClientHello")
+	}
+	off += 2 + (int(rec[off])<<8 | int(rec[off+1]))
+	if off+1 > len(rec) {
+		return nil, errors.New("short ClientHello")
+	}
+	off += 1 + int(rec[off])
+	if off+2 > len(rec) {
+		return nil, errors.New("short ClientHello")
+	}
+	start := off + 2
+	var sniExt, others []byte
+	for p := start; p < len(rec); {
+		if p+4 > len(rec) {
+			return nil, errors.New("bad extensions")
+		}
+		n := 4 + (int(rec[p+2])<<8 | int(rec[p+3]))
+		if p+n > len(rec) {
+			return nil, errors.New("bad extensions")
+		}
+		if rec[p] == 0 && rec[p+1] == 0 {
+			sniExt = rec[p : p+n]
+		} else {
+			others = append(others, rec[p:p+n]...)
+		}
+		p += n
+	}
+	if sniExt == nil {
+		return nil, errors.New("no server_name extension")
+	}
+	out := append(append([]byte(nil), hdr...), rec[:start]...)
+	out = append(append(out, others...), sniExt...)
+	return out, nil
 }
