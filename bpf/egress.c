@@ -117,12 +117,24 @@ static __always_inline int egress_tcp(struct __sk_buff *skb, __u32 iph)
 	if (!sk)
 		return 1;
 	struct sni_state *st = bpf_sk_storage_get(&sni_states, sk, 0, 0);
-	if (!st || st->state == SNI_VERIFIED)
+	if (!st)
 		return 1;
-	__u8 doff;
-	if (bpf_skb_load_bytes(skb, iph + 12, &doff, 1))
+	__u8 h[2]; /* data offset, flags */
+	if (bpf_skb_load_bytes(skb, iph + 12, h, 2))
 		return 0;
-	if (skb->len <= iph + (doff >> 4) * 4)
+	/* Urgent data (MSG_OOB): a receiver without SO_OOBINLINE reads the
+	 * stream without the urgent byte, so it would read another first
+	 * flight than the one sk_msg judged (the record's last byte, the
+	 * SNI's last character when server_name comes last, replaced by the
+	 * next byte sent). Neither TLS nor HTTP has urgent data: dropped
+	 * until the first flight is acknowledged (the socket then leaves
+	 * sni_socks), so the connection fails within the pending socket's
+	 * TCP_USER_TIMEOUT. */
+	if ((h[1] & 0x20) && (st->state != SNI_VERIFIED || st->hashed))
+		return 0;
+	if (st->state == SNI_VERIFIED)
+		return 1;
+	if (skb->len <= iph + (h[0] >> 4) * 4)
 		return 1; /* no payload: SYN, ACK, FIN, RST */
 	return 0;
 }

@@ -29,7 +29,10 @@
  * later one; in audit mode reported and passed.
  * egress (egress.c): a TCP segment with payload from a socket not yet
  * verified never passed sk_msg (a send that entered tcp_sendmsg before
- * the socket joined sni_socks) and is dropped.
+ * the socket joined sni_socks) and is dropped; so is a segment with
+ * urgent data (URG) until the first flight is acknowledged: a receiver
+ * skips the urgent byte and would read another first flight than sk_msg
+ * judged.
  * setsockopt (sock.c): TCP_ULP (kTLS, which would put other bytes on the
  * wire than sk_msg read) while not verified, and TCP_FASTOPEN_CONNECT in
  * a session with a name check (it comes before connect), are refused. */

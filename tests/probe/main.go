@@ -50,6 +50,10 @@
 //	                            first reply's rcode, if any
 //	resolve NAME                the Go resolver (reads /etc/resolv.conf), reports addresses
 //	resolve-tcp NAME PORT       resolve NAME, then TCP-connect to its first address
+//	tls-attack NAME|ADDR 4|6 PORT SNI HOW  TLS with the SNI given, its ClientHello put on
+//	                            the socket the way HOW says (plain, bytes, more, oob, zerocopy,
+//	                            sendfile, splice, uring, reconnect:NAME, fastopen,
+//	                            fastopen-connect, ktls, early; see tlsattack.go)
 //	proxy-connect HOST PORT     HTTP CONNECT to HOST:PORT through $HTTPS_PROXY, read the greeting
 //	socket FAMILY TYPE          socket(FAMILY, TYPE, 0) and close it (numbers, e.g. 40 1 for AF_VSOCK)
 //	socket-proto FAMILY TYPE PROTO  socket(FAMILY, TYPE, PROTO) and close it (2 1 262: MPTCP)
@@ -139,6 +143,7 @@ func init() {
 		"http-raw":      {"NAME|ADDR 4|6 PORT BASE64 CHUNK", 5, runHTTPRaw},
 		"udp-name":      {"NAME|ADDR 4|6 PORT", 3, runUDPName},
 		"tls-ech":       {"NAME|ADDR 4|6|proxy|socks PORT SNI OUTER", 5, runTLSECH},
+		"tls-attack":    {"NAME|ADDR 4|6 PORT SNI HOW", 5, runTLSAttack},
 		"proxy-connect": {"HOST PORT", 2, runProxyConnect},
 		"socket":        {"FAMILY TYPE", 2, runSocket},
 		"socket-proto":  {"FAMILY TYPE PROTO", 3, runSocketProto},

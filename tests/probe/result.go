@@ -40,6 +40,7 @@ type result struct {
 	Rcode   string   `json:"rcode,omitempty"`   // dns: the reply's rcode
 	Answers []string `json:"answers,omitempty"` // dns, resolve: addresses (and CNAME targets) answered
 	From    string   `json:"from,omitempty"`    // dns: the reply's source (recvfrom) or peer (getpeername)
+	Note    string   `json:"note,omitempty"`    // tls-attack: what the kernel showed beside the outcome
 }
 
 // stageError tags an error with the step that produced it.

@@ -28,6 +28,10 @@ type Packet struct {
 	IPOptions bool
 	// ICMPType is the ICMP or ICMPv6 type.
 	ICMPType uint8
+	// Payload is a TCP segment's data ("" for other protocols), so that
+	// a test can show which bytes of a first flight reached the wire (a
+	// string, so that a Packet stays comparable).
+	Payload string
 }
 
 // Protocol numbers the world cares about.
@@ -107,6 +111,9 @@ func parseIPv4(b []byte) (p Packet, ok bool) {
 	p.Src = netip.AddrFrom4([4]byte(b[12:16]))
 	p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
 	p.IPOptions = ihl > 20
+	if tot := int(binary.BigEndian.Uint16(b[2:])); tot >= ihl && tot < len(b) {
+		b = b[:tot] // link-layer padding is not payload
+	}
 	if binary.BigEndian.Uint16(b[6:])&0x1fff == 0 { // first fragment
 		transport(&p, b[ihl:])
 	}
@@ -119,6 +126,9 @@ func parseIPv6(b []byte) (p Packet, ok bool) {
 	}
 	p.Src = netip.AddrFrom16([16]byte(b[8:24]))
 	p.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+	if pl := int(binary.BigEndian.Uint16(b[4:])); pl > 0 && 40+pl < len(b) {
+		b = b[:40+pl] // link-layer padding is not payload
+	}
 	next, rest := b[6], b[40:]
 	for {
 		var hdrLen int
@@ -171,6 +181,11 @@ func transport(p *Packet, l4 []byte) {
 	case protoTCP, protoUDP, protoUDPLite, protoDCCP, protoSCTP:
 		if len(l4) >= 4 {
 			p.DstPort = binary.BigEndian.Uint16(l4[2:])
+		}
+		if p.Proto == protoTCP && len(l4) >= 20 {
+			if off := int(l4[12]>>4) * 4; off >= 20 && off < len(l4) {
+				p.Payload = string(l4[off:])
+			}
 		}
 	case protoICMP, protoICMPv6:
 		if len(l4) >= 1 {

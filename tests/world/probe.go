@@ -127,6 +127,9 @@ type ProbeResult struct {
 	Rcode   string   `json:"rcode"`
 	Answers []string `json:"answers"`
 	From    string   `json:"from"`
+	// Note is what an action observed beside its outcome (tls-attack:
+	// "syn-data" when the server acknowledged data in the SYN).
+	Note string `json:"note"`
 
 	// ExitCode is the probe's exit status (0 ok, 1 failed, 2 usage), when
 	// known; Stderr is what it wrote there; Line is the raw JSON line.
