@@ -418,11 +418,10 @@ int sluice_sni(struct sk_msg_md *msg)
 			k.data[8 + j] = c;
 		}
 	}
-	if (!bpf_map_lookup_elem(&sni_names, &k))
-		return sni_refuse(st, REASON_SNI, &k, nl);
 	/* An allowed outer SNI says nothing of the inner one, which the
-	 * server routes by. */
+	 * server routes by; a name not allowed is refused as such. One lookup
+	 * on the allowed path (sni_judge's). */
 	if (ech)
-		return sni_refuse(st, REASON_ECH, &k, nl);
+		return sni_refuse(st, bpf_map_lookup_elem(&sni_names, &k) ? REASON_ECH : REASON_SNI, &k, nl);
 	return sni_judge(st, &k, nl);
 }
