@@ -25,7 +25,7 @@ import (
 func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []string) Event {
 	var e Event
 	if ev.Hook == loader.HookTLS || ev.Hook == loader.HookHTTP {
-		e = FromNameCheck(session, TLSRefusal(ev, learnedFrom))
+		e = FromNameCheck(session, KernelNameRefusal(ev, learnedFrom))
 	} else {
 		e = FromKernelBrief(session, ev)
 		if !ev.IsUnix() && ev.Addr.IsValid() && learnedFrom != nil {
@@ -38,12 +38,12 @@ func FromKernel(session string, ev loader.Event, learnedFrom func(netip.Addr) []
 	return e
 }
 
-// TLSRefusal is a refusal of the kernel's name check (loader.HookTLS,
+// KernelNameRefusal is a refusal of the kernel's name check (loader.HookTLS,
 // loader.HookHTTP) as the session's verifier would have made it
 // (namecheck.Refusal): one event type, one line, whichever judged the
 // name. learnedFrom (may be nil) names the names the address was learned
 // for.
-func TLSRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) namecheck.Refusal {
+func KernelNameRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) namecheck.Refusal {
 	var learned []string
 	if learnedFrom != nil && ev.Addr.IsValid() {
 		learned = learnedFrom(ev.Addr)
@@ -67,7 +67,7 @@ func TLSRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) namechec
 // read and a lookup per denial: all that a line on the terminal needs.
 func FromKernelBrief(session string, ev loader.Event) Event {
 	if ev.Hook == loader.HookTLS || ev.Hook == loader.HookHTTP {
-		return FromNameCheck(session, TLSRefusal(ev, nil))
+		return FromNameCheck(session, KernelNameRefusal(ev, nil))
 	}
 	uid := ev.UID
 	e := Event{

@@ -102,7 +102,7 @@ var (
 	descProxyActive    = prometheus.NewDesc("sluice_proxy_active_connections", "Client connections open to a session's allowlist proxy.", []string{"session"}, nil)
 	descProxyBytes     = prometheus.NewDesc("sluice_proxy_bytes_total", "Payload a session's allowlist proxy relayed, per direction (up: towards destinations).", []string{"session", "direction"}, nil)
 
-	descNameChecks = prometheus.NewDesc("sluice_name_checks_total", "Connections to addresses a session learned for a name whose TLS SNI (in the kernel, port 443) or HTTP Host (its verifier) was judged, per verdict (allowed, refused; failed: allowed, but the address could not be reached).", []string{"session", "verdict"}, nil)
+	descNameChecks = prometheus.NewDesc("sluice_name_checks_total", "Connections to addresses a session learned for a name whose TLS SNI or HTTP Host was judged (in the kernel on ports 443 and 80, by its verifier on the ports an entry's verify: name adds), per verdict (allowed, refused; failed: allowed, but the address could not be reached).", []string{"session", "verdict"}, nil)
 )
 
 // sessionCollector reads the datapath's counters at scrape time.
@@ -145,8 +145,8 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 			collectProxy(ch, ss.Info.Name, st)
 		}
 		if st, ok := ss.Enforced().VerifierStats(); ok {
-			// The verifier's (port 80, "verify": "name") and the
-			// kernel's TLS check's (port 443) together.
+			// The verifier's ("verify": "name" ports) and the kernel's
+			// (ports 443 and 80) together.
 			checked, refused := st.Checked.Load(), st.Refused.Load()
 			if err == nil {
 				checked += cnt.NameChecked

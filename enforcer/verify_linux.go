@@ -105,15 +105,15 @@ func (s *Session) startVerifier(opts Options) error {
 	if len(s.verifyPorts) > 1 {
 		p6 = s.verifyPorts[1]
 	}
-	// The kernel's TLS check (port 443) needs the names before any
-	// connection is checked.
+	// The kernel's name check (ports 443 and 80) needs the names before
+	// any connection is checked.
 	if err := s.setNames(opts.Policy); err != nil {
 		return err
 	}
 	return s.e.dp.SetVerifier(id, s.verifyPorts[0], p6)
 }
 
-// setNames gives the kernel's TLS check (bpf/sni.h) the names p allows,
+// setNames gives the kernel's name check (bpf/sni.h) the names p allows,
 // the ones the verifier's judgement (namecheck.Judge) takes.
 func (s *Session) setNames(p *allowlist.Policy) error {
 	exact, wild := sniNames(p)

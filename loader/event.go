@@ -81,7 +81,7 @@ const (
 	// ReasonVerifyUnavailable: a name-checked connection could not be
 	// handed to the session's verifier (no socket storage).
 	ReasonVerifyUnavailable = Reason(sluiceSluiceReasonREASON_VERIFY_UNAVAILABLE)
-	// The kernel's TLS check (bpf/sni.h), HookTLS events but for
+	// The kernel's name check (bpf/sni.h), HookTLS and HookHTTP events but for
 	// ReasonFastOpen and ReasonULP (HookConnect*, HookSetsockopt).
 	ReasonSNI      = Reason(sluiceSluiceReasonREASON_SNI)
 	ReasonNoSNI    = Reason(sluiceSluiceReasonREASON_NO_SNI)

@@ -12,8 +12,8 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// The kernel's TLS check (bpf/sni.h) judges the SNI of a connection to
-// port 443 of a learned address against the session's names in
+// The kernel's name check (bpf/sni.h) judges the SNI or Host of a connection to
+// port 443 or 80 of a learned address against the session's names in
 // sni_names: an LPM trie over the session id and the name reversed, so
 // that one lookup finds an exact name (its reversed bytes and a NUL) or
 // a wildcard (*.example.com: "moc.elpmaxe.", which never matches

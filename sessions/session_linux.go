@@ -203,7 +203,7 @@ func (ss *Session) KernelEvent(ev loader.Event) {
 	ss.waitStarted()
 	ev = ss.es.ExplainPort(ev)
 	ss.Deliver(audit.FromKernel(ss.Info.Name, ev, ss.es.LearnedFrom))
-	// A name refused by the kernel's TLS check is the verifier's kind of
+	// A name refused by the kernel's name check is the verifier's kind of
 	// refusal (NameEvent), which asks nothing: the address is allowed.
 	if ev.Hook != loader.HookTLS && ev.Hook != loader.HookHTTP {
 		ss.askAddr(ev)
