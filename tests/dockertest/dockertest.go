@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,7 +131,13 @@ func (e *Engine) stop(t testing.TB) {
 		if ids, err := e.Docker(ctx, "ps", "-aq"); err == nil && strings.TrimSpace(ids) != "" {
 			_, _ = e.Docker(ctx, append([]string{"rm", "-f"}, strings.Fields(ids)...)...)
 		}
+		// Then its bridge networks: a bridge the engine made stays in
+		// the host's network namespace after the engine, holding its
+		// address pool, and enough of them leave later engines none.
+		bridges, _ := e.Docker(ctx, "network", "ls", "-q", "--no-trunc", "--filter", "driver=bridge")
+		_, _ = e.Docker(ctx, "network", "prune", "-f")
 		cancel()
+		defer removeBridges(strings.Fields(bridges))
 		pgid := e.daemon.Process.Pid
 		_ = unix.Kill(pgid, unix.SIGTERM)
 		done := make(chan struct{})
@@ -152,6 +159,19 @@ func (e *Engine) stop(t testing.TB) {
 	}
 	if t.Failed() && e.log != nil {
 		t.Logf("dockerd log:\n%s", tail(e.log.String(), 4000))
+	}
+}
+
+// removeBridges deletes the links of the engine's bridge networks (ids)
+// that outlived it, by the name the engine gives them (br-<12 of the id>).
+func removeBridges(ids []string) {
+	for _, id := range ids {
+		if len(id) < 12 {
+			continue
+		}
+		if l, err := netlink.LinkByName("br-" + id[:12]); err == nil {
+			_ = netlink.LinkDel(l)
+		}
 	}
 }
 
