@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,13 +22,33 @@ const maxAncestors = 64
 // processes is pid. It finds the OCI bundle through pid's first ancestor
 // outside the container's cgroup (the engine's shim), and reads only files
 // that are root's and writable by no one else.
+//
+// A container seen while it starts may still hang below the runtime
+// (runc), which exits a moment later and leaves the shim above it: the
+// walk is tried again, a few times within half a second, before the
+// container is taken as unreadable (which confines it to loopback).
 func RecordOf(pid int, id string) (Record, error) {
-	bundle, err := BundleOf(pid, id)
+	var bundle string
+	var err error
+	for try := 0; try < bundleTries; try++ {
+		if try > 0 {
+			time.Sleep(bundleRetry)
+		}
+		if bundle, err = BundleOf(pid, id); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return Record{}, err
 	}
 	return ReadRecord(id, bundle, readTrusted)
 }
+
+// bundleTries and bundleRetry bound RecordOf's walks.
+const (
+	bundleTries = 10
+	bundleRetry = 50 * time.Millisecond
+)
 
 // BundleOf returns the OCI bundle directory of container id, one of whose
 // processes is pid.
