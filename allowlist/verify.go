@@ -16,10 +16,13 @@ type Verify string
 
 // The values of "verify".
 const (
-	// VerifyDefault (no "verify"): TCP ports 80 and 443 are checked by
-	// name, every other port is judged by address (SSH to a git host
-	// names no host), and UDP 443 (QUIC, whose name is encrypted) is
-	// refused so that clients fall back to TCP.
+	// VerifyDefault (no "verify"): every TCP port is checked by name. On
+	// ports 80 and 443 the first bytes must be a TLS ClientHello or an
+	// HTTP/1 request carrying an allowed name; on the others a ClientHello
+	// or a request is judged the same way, and anything else (SSH to a git
+	// host, a database's protocol, a server that speaks first) passes.
+	// UDP 443 (QUIC, whose name is encrypted) is refused so that clients
+	// fall back to TCP.
 	VerifyDefault Verify = ""
 	// VerifyName checks every TCP port by name: the connection's first
 	// bytes must be a TLS ClientHello with an allowed SNI or an HTTP/1
@@ -57,12 +60,18 @@ func checkVerify(t target, v Verify) error {
 
 // ChecksTCP reports whether a TCP connection to port, on an address that
 // is allowed only because it was learned for an entry with this rule, is
-// judged by the name its first bytes carry: every port for "name", none
-// for "address", and by default 80 and 443 (HTTP and TLS, which name their
-// host; other protocols, SSH to a git host say, name none). The datapath
-// (bpf/verify.h) holds the same rule for the kernel's connections, the
-// proxy for its tunnels.
+// judged by the name its first bytes carry: every port but for
+// "address". A CDN routes TLS and HTTP by name on many ports (8443, 8080,
+// 2053, ...). The datapath (bpf/verify.h, bpf/sni.h) holds the same rule
+// for the kernel's connections, the proxy for its tunnels.
 func (v Verify) ChecksTCP(port uint16) bool {
+	return v != VerifyAddress
+}
+
+// Strict reports whether such a connection's first bytes must be a TLS
+// ClientHello or an HTTP/1 request (ports 80 and 443, every port for
+// "name"); where it is not, bytes that are neither pass unjudged.
+func (v Verify) Strict(port uint16) bool {
 	switch v {
 	case VerifyName:
 		return true

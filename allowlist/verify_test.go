@@ -69,12 +69,28 @@ func TestVerifyChecksTCP(t *testing.T) {
 		port uint16
 		want bool
 	}{
-		{VerifyDefault, 443, true}, {VerifyDefault, 80, true}, {VerifyDefault, 22, false}, {VerifyDefault, 8443, false},
+		{VerifyDefault, 443, true}, {VerifyDefault, 80, true}, {VerifyDefault, 22, true}, {VerifyDefault, 8443, true},
 		{VerifyName, 22, true}, {VerifyName, 443, true},
-		{VerifyAddress, 443, false}, {VerifyAddress, 80, false},
+		{VerifyAddress, 443, false}, {VerifyAddress, 80, false}, {VerifyAddress, 8443, false},
 	} {
 		if got := c.v.ChecksTCP(c.port); got != c.want {
 			t.Errorf("Verify(%q).ChecksTCP(%d) = %v, want %v", c.v, c.port, got, c.want)
+		}
+	}
+}
+
+func TestVerifyStrict(t *testing.T) {
+	for _, c := range []struct {
+		v    Verify
+		port uint16
+		want bool
+	}{
+		{VerifyDefault, 443, true}, {VerifyDefault, 80, true}, {VerifyDefault, 22, false}, {VerifyDefault, 8443, false},
+		{VerifyName, 22, true}, {VerifyName, 8443, true},
+		{VerifyAddress, 443, false}, {VerifyAddress, 22, false},
+	} {
+		if got := c.v.Strict(c.port); got != c.want {
+			t.Errorf("Verify(%q).Strict(%d) = %v, want %v", c.v, c.port, got, c.want)
 		}
 	}
 }

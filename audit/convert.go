@@ -53,7 +53,10 @@ func KernelNameRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) n
 		why = namecheck.NameNotAllowed
 	}
 	proto := namecheck.ProtoTLS
-	if ev.Hook == loader.HookHTTP {
+	switch {
+	case ev.Reason == loader.ReasonNoName:
+		proto = namecheck.ProtoNone // the verifier's words for it
+	case ev.Hook == loader.HookHTTP:
 		proto = namecheck.ProtoHTTP
 	}
 	return namecheck.Refusal{

@@ -120,7 +120,7 @@ enum sluice_reason {
 	/* Name verification (verify.h): numbered apart from the other reasons. */
 	REASON_QUIC = 20,            /* UDP 443 to a learned address: QUIC hides the name it is for */
 	REASON_VERIFY_UNAVAILABLE = 21, /* the connection could not be handed to the session's verifier */
-	/* The kernel's own check of TLS on port 443 of a learned address
+	/* The kernel's own check of TLS on a learned address
 	 * (sni.h): the SNI of the first ClientHello, judged in sk_msg. */
 	REASON_SNI = 22,         /* the SNI names no allowed name (name_event.name) */
 	REASON_NO_SNI = 23,      /* a ClientHello without SNI */
@@ -129,11 +129,12 @@ enum sluice_reason {
 	REASON_SNI_LONG = 26,    /* an SNI longer than SNI_NAME_MAX - 1 bytes */
 	REASON_FASTOPEN = 27,    /* TCP Fast Open data would leave before the name is judged */
 	REASON_ULP = 28,         /* a TCP ULP (kTLS) before the name is judged */
-	/* The kernel's check of HTTP on port 80 (sni.h), HOOK_HTTP events;
+	/* The kernel's check of HTTP (sni.h), HOOK_HTTP events;
 	 * REASON_SNI (the name is not allowed) and REASON_SNI_LONG too. */
 	REASON_NOT_HTTP = 29,    /* not a whole HTTP/1 request head the check reads (sni.c says which forms) */
 	REASON_NO_HOST = 30,     /* a request head without a Host header */
 	REASON_HOSTS = 31,       /* more than one Host header */
+	REASON_NO_NAME = 32,     /* a strict socket's first flight is neither a TLS ClientHello nor an HTTP/1 request */
 };
 
 /* event.flags */

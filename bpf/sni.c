@@ -2,8 +2,9 @@
 
 //go:build ignore
 
-/* sk_msg of sni_socks: the name check of a connection to port 443 (TLS)
- * or 80 (HTTP) of a learned address (sni.h), on its first flight. */
+/* sk_msg of sni_socks: the name check of a TCP connection to a learned
+ * address (sni.h), on its first flight: TLS by its SNI, HTTP/1 by its
+ * Host. */
 
 #include "common.h"
 #include "sni.h"
@@ -80,73 +81,127 @@ static __always_inline __u8 lower(__u8 c)
 	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 }
 
-/* judge_http judges the first request head of a connection to port 80:
- * its one Host header, as the verifier does, by stricter rules where the
- * verifier's would cost a parser: the head must be whole within
- * HTTP_HEAD_MAX bytes, start with a method the verifier knows (not
- * CONNECT, not HTTP/2's PRI), its target must be origin-form or "*" (an
- * absolute-form target, which servers take over Host, is refused rather
- * than compared), its lines must end in CRLF (a lone CR or LF, which
- * some servers take as a line's end and others not, is refused: the two
- * could read different Host headers), and no line may be folded. */
-static __always_inline int judge_http(struct sk_msg_md *msg, struct sni_state *st)
+/* tchar: a byte of an HTTP token (RFC 9110 5.6.2), which a method is. */
+static __always_inline int tchar(__u8 c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return 1;
+	switch (c) {
+	case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+	case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+		return 1;
+	}
+	return 0;
+}
+
+enum flight_class { FLIGHT_MORE = 0, FLIGHT_HTTP = 1, FLIGHT_OTHER = 2, FLIGHT_LONG = 3 };
+
+/* classify_http tells whether the first n bytes at d (not TLS) may be an
+ * HTTP/1 request head. A server reads one as: empty lines it skips (RFC
+ * 9112 2.2), a method (a token), white space, a target, white space and
+ * a version, "HTTP/" whatever the case; so bytes whose first line has a
+ * token, white space and "HTTP/" before its line feed are taken for
+ * HTTP (FLIGHT_HTTP, judged strictly: judge_http), and so is, refused,
+ * such a line not ended within HTTP_HEAD_MAX bytes (FLIGHT_LONG: no
+ * telling what a server with a longer limit reads). Bytes that cannot
+ * be the start of a request line (no token first, a token not followed
+ * by white space, a NUL or a line ended without "HTTP/": SSH's banner,
+ * SMTP's EHLO, Redis, a database's binary start) are FLIGHT_OTHER; a
+ * prefix of a request line is FLIGHT_MORE (held for the rest). *s is the
+ * request line's first byte, *m the method's end. */
+static __always_inline int classify_http(__u8 *d, __u8 *end, __u32 size, __u32 *s, __u32 *m)
+{
+	__u32 phase = 0, res = FLIGHT_MORE;
+	struct bpf_iter_num it;
+	int *ip;
+	bpf_iter_num_new(&it, 0, HTTP_HEAD_MAX);
+	while ((ip = bpf_iter_num_next(&it))) {
+		__u32 i = *ip;
+		__u8 *p = d + (i & HTTP_MASK);
+		if (p + 1 > end)
+			break;
+		__u8 c = *p;
+		if (phase == 0) {
+			if (c == '\r' || c == '\n')
+				continue;
+			if (!tchar(c)) {
+				res = FLIGHT_OTHER;
+				break;
+			}
+			*s = i;
+			phase = 1;
+			continue;
+		}
+		if (phase == 1) {
+			if (tchar(c))
+				continue;
+			if (c != ' ' && c != '\t') {
+				res = FLIGHT_OTHER;
+				break;
+			}
+			*m = i;
+			phase = 2;
+			continue;
+		}
+		if (c == '\n' || c == 0) {
+			res = FLIGHT_OTHER;
+			break;
+		}
+		if (p + 5 > end)
+			continue;
+		if (lower(p[0]) == 'h' && lower(p[1]) == 't' && lower(p[2]) == 't' && lower(p[3]) == 'p' && p[4] == '/') {
+			res = FLIGHT_HTTP;
+			break;
+		}
+	}
+	bpf_iter_num_destroy(&it);
+	if (res == FLIGHT_MORE && size >= HTTP_HEAD_MAX)
+		res = phase == 1 ? FLIGHT_OTHER : FLIGHT_LONG;
+	return res;
+}
+
+/* judge_http judges the first request head of a connection, which
+ * classify_http took for HTTP: its request line starts at s, its method
+ * ends at m. Its one Host header is judged, as the verifier does, by
+ * stricter rules where the verifier's would cost a parser: the head must
+ * be whole within HTTP_HEAD_MAX bytes, the empty lines before it each a
+ * CRLF, its method a token and one space (not CONNECT, whose target is
+ * an authority; not HTTP/2's PRI, whose version is not 1.x), its target
+ * must be origin-form or "*" (an absolute-form target, which servers
+ * take over Host, is refused rather than compared), its lines must end
+ * in CRLF (a lone CR or LF, which some servers take as a line's end and
+ * others not, is refused: the two could read different Host headers),
+ * and no line may be folded. */
+static __always_inline int judge_http(struct sk_msg_md *msg, struct sni_state *st, __u8 *d, __u8 *end, __u32 s, __u32 m)
 {
 	__u32 size = msg->size;
-	__u32 n = size < HTTP_HEAD_MAX ? size : HTTP_HEAD_MAX;
-	if (bpf_msg_pull_data(msg, 0, 1, 0))
+	st->http = 1;
+	/* The method: a token and one space; the target's first byte. */
+	__u32 t = m + 1;
+	if (m <= s || s & 1)
 		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
-	if (msg->data + 1 > msg->data_end)
+	__u8 *mp = d + (m & HTTP_MASK);
+	if (mp + 2 > end)
 		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
-	/* Not the start of a method: refused at once, not held. */
-	__u8 c0 = *(__u8 *)msg->data;
-	if (c0 != 'G' && c0 != 'P' && c0 != 'H' && c0 != 'D' && c0 != 'O' && c0 != 'T')
-		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
-	if (n < 4)
-		return cork_more(msg, 4);
-	if (bpf_msg_pull_data(msg, 0, n, 0))
-		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
-	__u8 *d = msg->data, *end = msg->data_end;
-	if (d + 4 > end)
-		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
-	/* The method, and the target's first byte after it. */
-	__u32 t;
-	if (d[0] == 'G' && d[1] == 'E' && d[2] == 'T' && d[3] == ' ')
-		t = 4;
-	else if (d[0] == 'P' && d[1] == 'U' && d[2] == 'T' && d[3] == ' ')
-		t = 4;
-	else if (d + 5 <= end && d[0] == 'H' && d[1] == 'E' && d[2] == 'A' && d[3] == 'D' && d[4] == ' ')
-		t = 5;
-	else if (d + 5 <= end && d[0] == 'P' && d[1] == 'O' && d[2] == 'S' && d[3] == 'T' && d[4] == ' ')
-		t = 5;
-	else if (d + 6 <= end && d[0] == 'P' && d[1] == 'A' && d[2] == 'T' && d[3] == 'C' && d[4] == 'H' && d[5] == ' ')
-		t = 6;
-	else if (d + 6 <= end && d[0] == 'T' && d[1] == 'R' && d[2] == 'A' && d[3] == 'C' && d[4] == 'E' && d[5] == ' ')
-		t = 6;
-	else if (d + 7 <= end && d[0] == 'D' && d[1] == 'E' && d[2] == 'L' && d[3] == 'E' && d[4] == 'T' && d[5] == 'E' && d[6] == ' ')
-		t = 7;
-	else if (d + 8 <= end && d[0] == 'O' && d[1] == 'P' && d[2] == 'T' && d[3] == 'I' && d[4] == 'O' && d[5] == 'N' && d[6] == 'S' && d[7] == ' ')
-		t = 8;
-	else if (size < 8)
-		return cork_more(msg, 8); /* a method not whole yet, maybe */
-	else
-		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
-	if (size <= t)
-		return cork_more(msg, t + 1);
-	if (d + t + 1 > end)
-		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
-	if (d[t] != '/' && d[t] != '*')
+	if (mp[0] != ' ' || (mp[1] != '/' && mp[1] != '*'))
 		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
 	/* The head's end (CRLF CRLF), every line's end a CRLF, no fold. The
 	 * loops only look; what they find is judged after them. */
 	__u32 hend = 0, crlf = 0, bad = 0, i;
-	if (d[0] == '\n')
-		bad = 1;
 	struct bpf_iter_num it;
 	int *ip;
 	bpf_iter_num_new(&it, 0, HTTP_HEAD_MAX);
 	while ((ip = bpf_iter_num_next(&it))) {
 		i = *ip;
 		__u8 *p = d + (i & HTTP_MASK);
+		if (i < s) {
+			/* An empty line before the request: CRLF. */
+			if (p + 1 > end || p[0] != ((i & 1) ? '\n' : '\r')) {
+				bad = 1;
+				break;
+			}
+			continue;
+		}
 		if (p + 2 > end)
 			break;
 		if ((p[0] == '\r') != (p[1] == '\n')) {
@@ -178,7 +233,7 @@ static __always_inline int judge_http(struct sk_msg_md *msg, struct sni_state *s
 		return cork_more(msg, size + 1);
 	}
 	/* The request line ends in " HTTP/1.0" or " HTTP/1.1". */
-	if (crlf < 9)
+	if (crlf < t + 9)
 		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
 	__u8 *v = d + ((crlf - 9) & HTTP_MASK);
 	if (v + 9 > end)
@@ -296,17 +351,12 @@ static __always_inline int judge_http(struct sk_msg_md *msg, struct sni_state *s
 	return sni_judge(st, &k, nl);
 }
 
-SEC("sk_msg")
-int sluice_sni(struct sk_msg_md *msg)
+/* judge_tls judges a first flight that starts as a TLS record does: the
+ * SNI of the ClientHello in its first record. */
+static __always_inline int judge_tls(struct sk_msg_md *msg, struct sni_state *st)
 {
-	struct sni_state *st = bpf_sk_storage_get(&sni_states, msg->sk, 0, 0);
-	if (!st || st->state == SNI_VERIFIED)
-		return SK_PASS;
-	if (st->state != SNI_PENDING)
-		return SK_DROP;
-	if (st->http)
-		return http_check() ? judge_http(msg, st) : SK_DROP;
 	__u32 size = msg->size;
+	st->http = 0;
 	if (size < 5) {
 		bpf_msg_cork_bytes(msg, 5);
 		return SK_PASS;
@@ -424,4 +474,54 @@ int sluice_sni(struct sk_msg_md *msg)
 	if (ech)
 		return sni_refuse(st, bpf_map_lookup_elem(&sni_names, &k) ? REASON_ECH : REASON_SNI, &k, nl);
 	return sni_judge(st, &k, nl);
+}
+
+
+SEC("sk_msg")
+int sluice_sni(struct sk_msg_md *msg)
+{
+	struct sni_state *st = bpf_sk_storage_get(&sni_states, msg->sk, 0, 0);
+	if (!st || st->state == SNI_VERIFIED)
+		return SK_PASS;
+	if (st->state != SNI_PENDING)
+		return SK_DROP;
+	__u32 size = msg->size;
+	if (!size)
+		return SK_PASS;
+	if (bpf_msg_pull_data(msg, 0, 1, 0))
+		return sni_refuse(st, REASON_NO_NAME, 0, 0);
+	if (msg->data + 1 > msg->data_end)
+		return sni_refuse(st, REASON_NO_NAME, 0, 0);
+	/* A TLS record's first byte: judged as TLS, strictly, on every
+	 * port (a server reads a handshake whatever version the record
+	 * header claims). */
+	if (*(__u8 *)msg->data == 0x16)
+		return judge_tls(msg, st);
+	if (!http_check()) {
+		/* Before Linux 6.4 only TLS is read here (verify.h). */
+		if (st->strict)
+			return sni_refuse(st, REASON_NO_NAME, 0, 0);
+		st->state = SNI_VERIFIED;
+		return SK_PASS;
+	}
+	__u32 n = size < HTTP_HEAD_MAX ? size : HTTP_HEAD_MAX;
+	if (bpf_msg_pull_data(msg, 0, n, 0))
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	__u8 *d = msg->data, *end = msg->data_end;
+	__u32 s = 0, m = 0;
+	int c = classify_http(d, end, size, &s, &m);
+	if (c == FLIGHT_HTTP)
+		return judge_http(msg, st, d, end, s, m);
+	if (c == FLIGHT_MORE)
+		return cork_more(msg, size + 1);
+	if (c == FLIGHT_LONG) {
+		st->http = 1;
+		return sni_refuse(st, REASON_NOT_HTTP, 0, 0);
+	}
+	/* Neither TLS nor HTTP: refused on a strict socket, otherwise the
+	 * connection is the kernel's own from here, unjudged. */
+	if (st->strict)
+		return sni_refuse(st, REASON_NO_NAME, 0, 0);
+	st->state = SNI_VERIFIED;
+	return SK_PASS;
 }

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 
-/* The name check in the kernel (issue 18). A TCP connection to port 443
- * or 80 of an address allowed only because the session learned it for a
- * name is judged by the SNI of its first ClientHello (443) or the Host of
- * its first HTTP request head (80), on the client's own socket, and then
- * left to the kernel's own TCP: no proxy in the path (the user-space
- * verifier, which still takes an entry's "verify": "name" on other ports,
- * cost 0.6x of direct bulk throughput and +230 us per connection; this
- * costs about 1x and +20 us, docs/sniprobe.md).
+/* The name check in the kernel (issues 18 and 30). A TCP connection to
+ * any port of an address allowed only because the session learned it for
+ * a name is judged by its first flight, on the client's own socket, and
+ * then left to the kernel's own TCP: no proxy in the path (the user-space
+ * verifier cost 0.6x of direct bulk throughput and +230 us per
+ * connection; this costs about 1x and +20 us, docs/sniprobe.md). A CDN
+ * routes by name on many ports (8443, 8080, 2053, ...), so every port is
+ * read: a first flight that is a TLS ClientHello is judged by its SNI, one
+ * that is an HTTP/1 request head by its Host. On a strict socket (ports
+ * 80 and 443, every port of an entry with "verify": "name") anything else
+ * is refused; on the other ports anything else passes unjudged (SSH, a
+ * database's protocol, a server that speaks first), as it did before.
  *
  * connect4/6 (sni_mark): the socket is marked pending in its storage
  * (sni_states), the destination left as it is. A sendto(MSG_FASTOPEN),
@@ -20,9 +24,11 @@
  * bytes that never passed sk_msg are dropped (below), so a connection
  * that holds them ends within that time instead of retransmitting them
  * for many minutes.
- * sk_msg: corks until the first TLS record (the request head, on 80) is
- * whole, reads the ClientHello in it (its Host) and looks its SNI up in sni_names (the session's name
- * entries, exact and wildcard: the user-space verifier's rule). Allowed:
+ * sk_msg: tells what the first flight is (sni.c, classify_http), corks
+ * until the first TLS record (the request head) is whole, reads the
+ * ClientHello in it (its Host) and looks its SNI up in sni_names (the
+ * session's name entries, exact and wildcard: the user-space verifier's
+ * rule). Allowed:
  * verified, passed. Anything else (another name, no SNI, an ECH
  * extension, not a whole ClientHello in one record, a name too long):
  * refused with a name_event, the send fails with EACCES and so does every
@@ -61,7 +67,8 @@ struct sni_state {
 	__u8 family;
 	__u8 hashed;   /* in sni_socks */
 	__u8 timeout;  /* TCP_USER_TIMEOUT lowered: user_timeout is the old value */
-	__u8 http;     /* port 80: the request head's Host is judged, not a ClientHello */
+	__u8 http;     /* the first flight was taken for an HTTP request head (the event's hook) */
+	__u8 strict;   /* neither TLS nor HTTP is refused (ports 80 and 443, "verify": "name") */
 	__u32 user_timeout;
 };
 
@@ -142,10 +149,10 @@ static __always_inline void sni_forget(struct bpf_sock_addr *ctx)
 		bpf_sk_storage_delete(&sni_states, ctx->sk);
 }
 
-/* sni_mark marks a TCP connect to port 443 or 80 of a learned address
- * (after judge_addr allowed it) for the kernel's name check, and returns
- * the hook's verdict. */
-static __always_inline int sni_mark(struct bpf_sock_addr *ctx, struct verdict *v)
+/* sni_mark marks a TCP connect to a learned address (after judge_addr
+ * allowed it) for the kernel's name check, strict or not (above), and
+ * returns the hook's verdict. */
+static __always_inline int sni_mark(struct bpf_sock_addr *ctx, struct verdict *v, int strict)
 {
 	struct session *s = bpf_map_lookup_elem(&sessions, &v->cgroup);
 	struct bpf_sock *sk = ctx->sk;
@@ -176,6 +183,7 @@ static __always_inline int sni_mark(struct bpf_sock_addr *ctx, struct verdict *v
 	st->timeout = 0;
 	st->user_timeout = 0;
 	st->http = v->port == 80;
+	st->strict = strict;
 	__u32 zero = 0, one = 1;
 	__u32 *on = bpf_map_lookup_elem(&sni_on, &zero);
 	if (on && !*on)

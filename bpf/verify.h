@@ -4,17 +4,17 @@
  * only because the session's resolver learned it for an allowed name is
  * shared, behind a CDN, with every other name of that CDN, which routes by
  * the TLS SNI and the HTTP Host. So a TCP connection to such an address on
- * a name-checked port (80 and 443, or every port of an entry with
- * "verify": "name") is sent to the session's verifier on loopback, which
+ * a name-checked port is sent to the session's verifier on loopback, which
  * reads the client's first bytes, judges the name they carry and then
  * dials the original address itself and splices. The original destination
  * is kept in the socket's storage (verify_origins), as the DNS redirect
  * keeps port 53's; the sockops program (verify.c) files it under the
  * client's loopback port when the SYN leaves, which is the key the
  * verifier's accept can see; getpeername shows the original address.
- * Ports 443 and 80 are the exception: their TLS and HTTP are judged in
+ * That is the fallback now: every TCP port's TLS and HTTP is judged in
  * the kernel, on the client's own connection (sni.h), which is marked
- * here instead.
+ * here instead; the verifier takes port 80 and "verify": "name" ports on
+ * a kernel without the number iterators (before 6.4).
  * UDP 443 (QUIC) to such an address is refused: its name is encrypted,
  * and clients fall back to TCP. An address judged by address (a CIDR or
  * IP entry; an entry with "verify": "address") is never redirected. */
@@ -127,12 +127,17 @@ static __always_inline int verify_connect(struct bpf_sock_addr *ctx, struct verd
 		if (!connect || ctx->protocol != IPPROTO_TCP_)
 			return 1; /* MPTCP is refused at socket(); TFO goes through connect */
 		__u8 m = verify_mode(v);
-		if (m == VERIFY_ADDRESS || (m != VERIFY_NAME && v->port != 80 && v->port != 443))
+		if (m == VERIFY_ADDRESS)
 			return 1;
-		/* TLS on 443 and HTTP on 80 are judged in the kernel, on the
-		 * client's own socket (sni.h); the rest goes to the verifier. */
-		if (v->port == 443 || (v->port == 80 && http_check()))
-			return sni_mark(ctx, v);
+		int named = m == VERIFY_NAME || v->port == 80 || v->port == 443;
+		/* Every port is judged in the kernel, on the client's own
+		 * socket (sni.h): strictly on the named ones. Without the
+		 * number iterators (before Linux 6.4) the kernel reads TLS
+		 * only: port 443 is judged there, port 80 and "verify":
+		 * "name" go to the verifier, and the other ports' TLS is
+		 * judged in the kernel while their HTTP passes. */
+		if (http_check() || v->port == 443 || !named)
+			return sni_mark(ctx, v, named);
 	} else {
 		if (v->port != 443 || verify_mode(v) == VERIFY_ADDRESS)
 			return 1;

@@ -93,6 +93,7 @@ const (
 	ReasonNotHTTP  = Reason(sluiceSluiceReasonREASON_NOT_HTTP)
 	ReasonNoHost   = Reason(sluiceSluiceReasonREASON_NO_HOST)
 	ReasonHosts    = Reason(sluiceSluiceReasonREASON_HOSTS)
+	ReasonNoName   = Reason(sluiceSluiceReasonREASON_NO_NAME)
 )
 
 // SNINameMax is the longest SNI the kernel's TLS check reads, plus one.
@@ -128,15 +129,17 @@ func (r Reason) String() string {
 	case ReasonECH:
 		return "the ClientHello carries an Encrypted ClientHello, whose inner SNI sluice cannot read"
 	case ReasonNotTLS:
-		return "port 443 of an address learned for a name takes TLS: the first bytes are not one TLS record holding a whole ClientHello"
+		return "the first bytes start a TLS record but are not one TLS record holding a whole ClientHello"
 	case ReasonSNILong:
 		return fmt.Sprintf("the name is longer than the %d bytes the kernel's check reads", SNINameMax-1)
 	case ReasonNotHTTP:
-		return "port 80 of an address learned for a name takes HTTP/1: the first bytes are not a request head the kernel's check reads (a known method, an origin-form target, CRLF line ends, no folded line, at most 4096 bytes)"
+		return "the first bytes start an HTTP request but are not a request head the kernel's check reads (a method and one space, an origin-form target, HTTP/1.0 or 1.1, CRLF line ends, no folded line, at most 4096 bytes)"
 	case ReasonNoHost:
 		return "the request names no host"
 	case ReasonHosts:
 		return "more than one Host header"
+	case ReasonNoName:
+		return "the first bytes are neither a TLS ClientHello nor an HTTP/1 request"
 	case ReasonFastOpen:
 		return "TCP Fast Open would send data before the connection's name is checked"
 	case ReasonULP:

@@ -230,6 +230,7 @@ const (
 	sluiceSluiceReasonREASON_NOT_HTTP           sluiceSluiceReason = 29
 	sluiceSluiceReasonREASON_NO_HOST            sluiceSluiceReason = 30
 	sluiceSluiceReasonREASON_HOSTS              sluiceSluiceReason = 31
+	sluiceSluiceReasonREASON_NO_NAME            sluiceSluiceReason = 32
 )
 
 type sluiceSluiceSessionFlag uint32
@@ -273,8 +274,9 @@ type sluiceSniState struct {
 	Hashed      uint8
 	Timeout     uint8
 	Http        uint8
+	Strict      uint8
+	_           [3]byte
 	UserTimeout uint32
-	_           [4]byte
 }
 
 type sluiceUnixEvent struct {

@@ -28,6 +28,9 @@ const (
 	ProtoTLS  Proto = "TLS SNI"
 	ProtoHTTP Proto = "HTTP Host"
 	ProtoNone Proto = "no host name"
+	// ProtoOther: neither TLS nor HTTP, on a port where that passes
+	// (InspectAny).
+	ProtoOther Proto = "another protocol"
 )
 
 // Flight is what a connection's first bytes say.
@@ -42,30 +45,110 @@ type Flight struct {
 	Problem string
 }
 
-// Inspect reads the first flight b. It returns ErrIncomplete while b is
-// a proper prefix of a ClientHello or an HTTP request head.
+// Inspect reads the first flight b of a connection that must carry a
+// name (ports 80 and 443, every port of an entry with "verify": "name"):
+// a TLS ClientHello or an HTTP/1 request head; anything else is a
+// Problem. It returns ErrIncomplete while b is a proper prefix of either.
 func Inspect(b []byte) (Flight, error) {
+	f, err := InspectAny(b)
+	if err == nil && f.Proto == ProtoOther {
+		return Flight{Proto: ProtoNone, Problem: "the first bytes are neither a TLS ClientHello nor an HTTP/1 request"}, nil
+	}
+	return f, err
+}
+
+// InspectAny reads the first flight b of a connection on any other port
+// of a learned address: a TLS ClientHello and an HTTP/1 request head are
+// read as Inspect reads them, and bytes that can be neither (SSH's
+// banner, a database's protocol) are ProtoOther, which Judge lets pass.
+// It is the kernel's rule (bpf/sni.c), so that the proxy's tunnels and
+// the datapath agree.
+func InspectAny(b []byte) (Flight, error) {
 	if len(b) == 0 {
 		return Flight{}, ErrIncomplete
 	}
 	if b[0] == 0x16 {
 		return inspectTLS(b)
 	}
-	if looksHTTP(b) {
+	switch classifyHTTP(b) {
+	case flightHTTP:
 		return inspectHTTP(b)
+	case flightLong:
+		return Flight{Proto: ProtoHTTP, Problem: fmt.Sprintf("the HTTP request line is not ended within %d bytes", HTTPHeadMax)}, nil
+	case flightOther:
+		return Flight{Proto: ProtoOther}, nil
 	}
-	return Flight{Proto: ProtoNone, Problem: "the first bytes are neither a TLS ClientHello nor an HTTP/1 request"}, nil
+	return Flight{}, ErrIncomplete
 }
 
-// looksHTTP: b starts with an HTTP method token (or a prefix of one).
-func looksHTTP(b []byte) bool {
-	for _, m := range []string{"GET ", "HEAD ", "POST ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE ", "PRI "} {
-		n := min(len(b), len(m))
-		if string(b[:n]) == m[:n] {
-			return true
+// HTTPHeadMax is how far the kernel's check reads for a request line's
+// and head's end (bpf/sni.c HTTP_HEAD_MAX).
+const HTTPHeadMax = 4096
+
+type flightClass int
+
+const (
+	flightMore flightClass = iota
+	flightHTTP
+	flightOther
+	flightLong
+)
+
+// classifyHTTP tells whether b (not TLS) may be an HTTP/1 request head,
+// as bpf/sni.c's classify_http does: a server reads a request as empty
+// lines it skips, a method (a token), white space, a target, white space
+// and "HTTP/" in any case; bytes whose first line has a token, white space
+// and "HTTP/" before its line feed are HTTP, such a line not ended within
+// HTTPHeadMax bytes is refused (flightLong), and bytes that cannot start a
+// request line (no token first, a token not followed by white space, a
+// NUL or a line ended without "HTTP/") are another protocol.
+func classifyHTTP(b []byte) flightClass {
+	n := min(len(b), HTTPHeadMax)
+	phase := 0
+	for i := 0; i < n; i++ {
+		c := b[i]
+		switch phase {
+		case 0:
+			if c == '\r' || c == '\n' {
+				continue
+			}
+			if !tchar(c) {
+				return flightOther
+			}
+			phase = 1
+		case 1:
+			if tchar(c) {
+				continue
+			}
+			if c != ' ' && c != '\t' {
+				return flightOther
+			}
+			phase = 2
+		default:
+			if c == '\n' || c == 0 {
+				return flightOther
+			}
+			if i+5 <= n && strings.EqualFold(string(b[i:i+4]), "http") && b[i+4] == '/' {
+				return flightHTTP
+			}
 		}
 	}
-	return false
+	if len(b) >= HTTPHeadMax {
+		if phase == 1 {
+			return flightOther
+		}
+		return flightLong
+	}
+	return flightMore
+}
+
+// tchar: a byte of an HTTP token (RFC 9110 5.6.2).
+func tchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // inspectTLS parses the ClientHello of a TLS handshake that may span
@@ -242,6 +325,15 @@ func parseSNI(data []byte) (string, error) {
 // inspectHTTP reads the Host of an HTTP/1 request head.
 func inspectHTTP(b []byte) (Flight, error) {
 	f := Flight{Proto: ProtoHTTP}
+	// Empty lines before the request line, which servers skip: each a
+	// CRLF, as the kernel's check takes them.
+	for bytes.HasPrefix(b, []byte("\r\n")) {
+		b = b[2:]
+	}
+	if len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
+		f.Problem = "an empty line before the request line that is not a CRLF"
+		return f, nil
+	}
 	end := bytes.Index(b, []byte("\r\n\r\n"))
 	if end < 0 {
 		if len(b) >= MaxFlight {
@@ -258,6 +350,12 @@ func inspectHTTP(b []byte) (Flight, error) {
 		} else {
 			f.Problem = "a malformed HTTP request line"
 		}
+		return f, nil
+	}
+	// An authority-form target (CONNECT) names its own host, which the
+	// kernel's check does not compare: refused as there.
+	if t := req[1]; !strings.HasPrefix(t, "/") && t != "*" && !strings.Contains(t, "://") {
+		f.Problem = "a request target that is not origin-form, absolute-form or *"
 		return f, nil
 	}
 	hosts := 0

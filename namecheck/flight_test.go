@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,8 +124,61 @@ func TestInspectHTTP(t *testing.T) {
 	}
 }
 
+// TestInspectAny: on a port where other protocols pass, what the kernel's
+// check (bpf/sni.c classify_http) takes for HTTP is judged as HTTP, with
+// any method and empty lines before it, and what cannot start a request
+// line passes.
+func TestInspectAny(t *testing.T) {
+	long := "GET /" + strings.Repeat("a", HTTPHeadMax) + " HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+	for _, c := range []struct {
+		b       string
+		proto   Proto
+		name    string
+		problem string
+		more    bool
+	}{
+		{"GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n", ProtoHTTP, "evil.example", "", false},
+		{"\r\n\r\nGET / HTTP/1.1\r\nHost: evil.example\r\n\r\n", ProtoHTTP, "evil.example", "", false},
+		{"\nGET / HTTP/1.1\r\nHost: evil.example\r\n\r\n", ProtoHTTP, "", "an empty line before the request line that is not a CRLF", false},
+		{"PROPFIND / HTTP/1.1\r\nHost: evil.example\r\n\r\n", ProtoHTTP, "evil.example", "", false},
+		{"FOO-bar_1 /x http/1.1\r\nHost: evil.example\r\n\r\n", ProtoHTTP, "", "a malformed HTTP request line", false},
+		{"GET\t/ HTTP/1.1\r\nHost: evil.example\r\n\r\n", ProtoHTTP, "evil.example", "", false},
+		{"CONNECT evil.example:443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n", ProtoHTTP, "", "a request target that is not origin-form, absolute-form or *", false},
+		{long, ProtoHTTP, "", "the HTTP request line is not ended within 4096 bytes", false},
+		{"SSH-2.0-OpenSSH_9.6p1 Debian-3\r\n", ProtoOther, "", "", false},
+		{"SSH-2.0-OpenSSH_9.6\r\n", ProtoOther, "", "", false},
+		{"EHLO client.example\r\n", ProtoOther, "", "", false},
+		{"*1\r\n$4\r\nPING\r\n", ProtoOther, "", "", false},
+		{"\x00\x00\x00\x08\x04\xd2\x16\x2f", ProtoOther, "", "", false},
+		{"0032git-upload-pack /project.git\x00host=evil.example\x00", ProtoOther, "", "", false},
+		{"GET / HT", "", "", "", true},
+		{"\r\n", "", "", "", true},
+		{"GET", "", "", "", true},
+	} {
+		f, err := InspectAny([]byte(c.b))
+		if c.more {
+			if err != ErrIncomplete {
+				t.Errorf("%q: %+v %v, want more", c.b, f, err)
+			}
+			continue
+		}
+		if err != nil || f.Proto != c.proto || f.Name != c.name || f.Problem != c.problem {
+			t.Errorf("%q: %+v %v", c.b, f, err)
+		}
+		// A strict port takes the same flight for the same protocol, and
+		// refuses the others.
+		sf, _ := Inspect([]byte(c.b))
+		if c.proto == ProtoOther && (sf.Proto != ProtoNone || sf.Problem == "") {
+			t.Errorf("%q strict: %+v", c.b, sf)
+		}
+	}
+	if why := Judge(nil, Flight{Proto: ProtoOther}); why != "" {
+		t.Errorf("another protocol judged: %q", why)
+	}
+}
+
 func FuzzInspect(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
 	f.Add([]byte{0x16, 3, 1, 0, 4, 1, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) { _, _ = Inspect(b) })
+	f.Fuzz(func(t *testing.T, b []byte) { _, _ = Inspect(b); _, _ = InspectAny(b) })
 }

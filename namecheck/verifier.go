@@ -197,7 +197,7 @@ func (v *Verifier) handle(c *net.TCPConn) {
 	buf, f, err := PeekFlight(c)
 	if errors.Is(err, errors.ErrUnsupported) {
 		peeked = false
-		buf, f, err = ReadFlight(c)
+		buf, f, err = ReadFlight(c, Inspect)
 	}
 	if err != nil {
 		if errors.Is(err, ErrIncomplete) {
@@ -285,6 +285,9 @@ func Judge(p *allowlist.Policy, f Flight) string {
 	if f.Problem != "" {
 		return f.Problem
 	}
+	if f.Proto == ProtoOther {
+		return "" // neither TLS nor HTTP, where that passes (InspectAny)
+	}
 	if f.Name == "" {
 		if f.Proto == ProtoTLS {
 			return "a ClientHello without SNI names no host"
@@ -330,13 +333,13 @@ func NoFlightWithin(d time.Duration) string {
 	return "the client sent no complete first flight within " + d.String()
 }
 
-// ReadFlight reads r until Inspect can judge what it read, MaxFlight
+// ReadFlight reads r until inspect (Inspect or InspectAny) can judge what it read, MaxFlight
 // bytes, or an error. It returns the bytes read, which belong to the
 // connection (the caller sends them on, untouched), and the flight. The
 // caller bounds the wait (a read deadline): a timeout before the flight
 // is complete is ErrIncomplete; another read error is returned as it is,
 // with a Flight that has no Problem unless the bytes so far were judged.
-func ReadFlight(r io.Reader) ([]byte, Flight, error) {
+func ReadFlight(r io.Reader, inspect func([]byte) (Flight, error)) ([]byte, Flight, error) {
 	buf := make([]byte, 0, 4096)
 	for {
 		if len(buf) == cap(buf) {
@@ -346,7 +349,7 @@ func ReadFlight(r io.Reader) ([]byte, Flight, error) {
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		f, ierr := Inspect(buf)
+		f, ierr := inspect(buf)
 		if ierr == nil {
 			return buf, f, nil
 		}

@@ -229,11 +229,12 @@ func (p *Proxy) serveConnect(cc *clientConn, h *head) {
 	if _, err := io.WriteString(cc.Conn, connectEstablished); err != nil {
 		return
 	}
-	if !p.checkName(cc, ev, t, up, upAddr) {
+	ok, down := p.checkName(cc, ev, t, up, upAddr)
+	if !ok {
 		return
 	}
 	p.stats.connect.allowed.Add(1)
-	p.tunnel(cc, up)
+	p.tunnel(cc, up, down)
 }
 
 // replyFailure answers a refused or failed HTTP request with a text the

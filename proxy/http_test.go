@@ -154,12 +154,13 @@ func TestConnect(t *testing.T) {
 // target: it is forwarded verbatim and never interpreted.
 func TestConnectPipelined(t *testing.T) {
 	f := newFixture(t, fixtureOpts{
-		policy:   mustPolicy(t, "allowed.test"),
+		// Judged by address: on a name's address the tunnel's first
+		// bytes, an HTTP head, would be judged (names_test.go).
+		policy:   verifyPolicy(t, "allowed.test=address"),
 		resolver: map[string]string{"allowed.test": "203.0.113.10"},
 	})
 	second := "CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\nGET http://evil.example/ HTTP/1.1\r\n\r\n"
 	c := f.dial(t)
-	// Port 8443: a tunnel to 443 would carry a name (names_test.go).
 	if _, err := io.WriteString(c, "CONNECT allowed.test:8443 HTTP/1.1\r\n\r\n"+second); err != nil {
 		t.Fatal(err)
 	}

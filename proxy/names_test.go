@@ -228,10 +228,12 @@ func TestSOCKS5TunnelNameChecked(t *testing.T) {
 }
 
 // TestTunnelVerifyRules: which tunnels are checked follows the entry's
-// "verify" as in the datapath: by default 80 and 443 only; "name" every
-// port; "address" none; and an address that an IP or CIDR entry allows,
-// or an IP literal, by address. A checked tunnel whose client says
-// nothing is refused when Config.Timeout runs out.
+// "verify" as in the datapath: by default every port, a TLS ClientHello
+// or an HTTP head judged by its name and anything else passing but on 80
+// and 443; "name" every port, TLS or HTTP only; "address" none; and an
+// address that an IP or CIDR entry allows, or an IP literal, by address.
+// A strictly checked tunnel whose client says nothing is refused when
+// Config.Timeout runs out.
 func TestTunnelVerifyRules(t *testing.T) {
 	up := startByteRecorder(t)
 	f := newFixture(t, fixtureOpts{
@@ -243,6 +245,8 @@ func TestTunnelVerifyRules(t *testing.T) {
 	})
 	banner := []byte("SSH-2.0-probe\r\n")
 	evil := clientHello(t, "evil.example")
+	evilHTTP := []byte("\r\nPROPFIND / HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+	goodHTTP := []byte("GET / HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n")
 	for _, c := range []struct {
 		target string
 		first  []byte
@@ -250,7 +254,10 @@ func TestTunnelVerifyRules(t *testing.T) {
 		reason string
 	}{
 		{"allowed.test:22", banner, true, ""},
-		{"allowed.test:8443", evil, true, ""},
+		{"allowed.test:8443", evil, false, "(TLS SNI evil.example): the address was allowed for allowed.test"},
+		{"allowed.test:8080", evilHTTP, false, "(HTTP Host evil.example): the address was allowed for allowed.test"},
+		{"allowed.test:8080", goodHTTP, true, ""},
+		{"allowed.test:5432", []byte("\x00\x00\x00\x08\x04\xd2\x16\x2f"), true, ""},
 		{"strict.test:22", banner, false, "(no host name): the first bytes are neither a TLS ClientHello nor an HTTP/1 request; the address was allowed for strict.test"},
 		{"strict.test:8443", evil, false, "(TLS SNI evil.example): the address was allowed for strict.test"},
 		{"loose.test:443", evil, true, ""},
@@ -287,8 +294,11 @@ func TestTunnelVerifyRules(t *testing.T) {
 	if b := up.received(); bytes.Count(b, banner) != 1 {
 		t.Errorf("the upstream received the banner %d times, want once (allowed.test:22)", bytes.Count(b, banner))
 	}
-	if n := bytes.Count(up.received(), evil); n != 4 {
-		t.Errorf("the upstream received the evil.example ClientHello %d times, want 4 (the unchecked tunnels)", n)
+	if n := bytes.Count(up.received(), evil); n != 3 {
+		t.Errorf("the upstream received the evil.example ClientHello %d times, want 3 (the unchecked tunnels)", n)
+	}
+	if bytes.Contains(up.received(), []byte("evil.example\r\n")) {
+		t.Error("the upstream received the request for evil.example")
 	}
 }
 
@@ -318,5 +328,53 @@ func TestTunnelNameCheckKeepsPipelinedBytes(t *testing.T) {
 	}
 	if got := string(up.received()); got != req+req {
 		t.Fatalf("the upstream received %q, want both requests in order", got)
+	}
+}
+
+// TestTunnelServerSpeaksFirst: on a port where other protocols pass, a
+// server that speaks first (SSH, SMTP, a database) is heard before the
+// client has sent anything, and the client's answer is judged and passes.
+func TestTunnelServerSpeaksFirst(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(ioTimeout))
+		_, _ = io.WriteString(c, "SSH-2.0-server\r\n")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		got <- line
+	}()
+	f := newFixture(t, fixtureOpts{
+		policy:   verifyPolicy(t, "allowed.test"),
+		resolver: map[string]string{"allowed.test": "203.0.113.10"},
+		standIn:  l.Addr().String(),
+		timeout:  300 * time.Millisecond,
+	})
+	_, _, c, br := f.roundTrip(t, "CONNECT allowed.test:22 HTTP/1.1\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(ioTimeout))
+	banner, err := br.ReadString('\n')
+	if err != nil || banner != "SSH-2.0-server\r\n" {
+		t.Fatalf("banner %q, %v: want the server's, before the client spoke", banner, err)
+	}
+	// Longer than Config.Timeout: the client's wait is its own here.
+	time.Sleep(400 * time.Millisecond)
+	if _, err := io.WriteString(c, "SSH-2.0-client\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case line := <-got:
+		if line != "SSH-2.0-client\r\n" {
+			t.Errorf("the server read %q", line)
+		}
+	case <-time.After(ioTimeout):
+		t.Fatal("the client's banner never reached the server")
 	}
 }

@@ -14,7 +14,7 @@ import (
 // in the client's reader: they belong to the tunnel and go to up first,
 // unparsed. Then the reader is released and the raw connections are copied,
 // so that two *net.TCPConn meet in io.Copy and Linux splices.
-func (p *Proxy) tunnel(cc *clientConn, up net.Conn) {
+func (p *Proxy) tunnel(cc *clientConn, up net.Conn, down *downCopy) {
 	if n := cc.br.Buffered(); n > 0 {
 		b, _ := cc.br.Peek(n)
 		_ = up.SetWriteDeadline(time.Now().Add(p.cfg.Timeout))
@@ -26,29 +26,45 @@ func (p *Proxy) tunnel(cc *clientConn, up net.Conn) {
 	}
 	cc.releaseReader()
 	_ = cc.SetDeadline(time.Time{})
-	p.relay(cc.Conn, up)
+	p.relay(cc.Conn, up, down)
+}
+
+// downCopy is the copy of up to the client, started before the client's
+// direction (startDown) where the client's first flight is judged while
+// the server may speak first.
+type downCopy struct {
+	ended *atomic.Bool // set by the direction that ends first
+	done  chan struct{}
+}
+
+// startDown starts copying up to client.
+func (p *Proxy) startDown(client, up net.Conn) *downCopy {
+	d := &downCopy{ended: new(atomic.Bool), done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		n, err := io.Copy(client, up)
+		p.stats.down.Add(uint64(n))
+		endDirection(client, up, err, d.ended.Swap(true))
+	}()
+	return d
 }
 
 // relay copies both ways between client and up and returns when both
-// directions have ended. A clean end of one direction is passed on as a
-// half-close (FIN), so that protocols that read to EOF before answering
-// still work; an error in either direction closes both connections. The
-// direction that ends last closes both instead of half-closing: the FIN
-// goes out all the same, without a shutdown call that the close would
-// repeat.
-func (p *Proxy) relay(client, up net.Conn) {
-	var ended atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n, err := io.Copy(up, client)
-		p.stats.up.Add(uint64(n))
-		endDirection(up, client, err, ended.Swap(true))
-	}()
-	n, err := io.Copy(client, up)
-	p.stats.down.Add(uint64(n))
-	endDirection(client, up, err, ended.Swap(true))
-	<-done
+// directions have ended; down is the copy of up to the client when it
+// was started already (nil: relay starts it). A clean end of one
+// direction is passed on as a half-close (FIN), so that protocols that
+// read to EOF before answering still work; an error in either direction
+// closes both connections. The direction that ends last closes both
+// instead of half-closing: the FIN goes out all the same, without a
+// shutdown call that the close would repeat.
+func (p *Proxy) relay(client, up net.Conn, down *downCopy) {
+	if down == nil {
+		down = p.startDown(client, up)
+	}
+	n, err := io.Copy(up, client)
+	p.stats.up.Add(uint64(n))
+	endDirection(up, client, err, down.ended.Swap(true))
+	<-down.done
 }
 
 // endDirection passes on the end of src→dst: a FIN to dst after a clean

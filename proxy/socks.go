@@ -124,11 +124,12 @@ func (p *Proxy) serveSOCKS5(cc *clientConn) {
 	if !p.socksReply(cc, socksSucceeded, up.LocalAddr()) {
 		return
 	}
-	if !p.checkName(cc, ev, t, up, upAddr) {
+	ok, down := p.checkName(cc, ev, t, up, upAddr)
+	if !ok {
 		return
 	}
 	p.stats.socks5.allowed.Add(1)
-	p.tunnel(cc, up)
+	p.tunnel(cc, up, down)
 }
 
 var errAtyp = errors.New("unsupported address type")

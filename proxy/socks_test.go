@@ -144,11 +144,10 @@ func TestSOCKS5(t *testing.T) {
 // once (no round trips) gets its data into the tunnel.
 func TestSOCKS5Pipelined(t *testing.T) {
 	f := newFixture(t, fixtureOpts{
-		policy:   mustPolicy(t, "allowed.test"),
+		policy:   verifyPolicy(t, "allowed.test=address"),
 		resolver: map[string]string{"allowed.test": "2001:db8:2::10"},
 	})
 	c := f.dial(t)
-	// Port 8443: a tunnel to 443 would carry a name (names_test.go).
 	msg := bytes.Join([][]byte{greetNoAuth, socksRequest(1, "allowed.test", 8443), []byte("early data")}, nil)
 	if _, err := c.Write(msg); err != nil {
 		t.Fatal(err)

@@ -408,9 +408,12 @@ func TestWorldRefused(t *testing.T) {
 
 // TestWorldTunnelNotParsed: a second CONNECT sent inside an allowed tunnel,
 // pipelined with the first or sent after the 200, goes to the tunnel's
-// destination as data; the second target sees nothing.
+// destination as data; the second target sees nothing. The entry is judged
+// by address: on a name's address the tunnel's first bytes are judged as
+// HTTP (names_test.go), and a CONNECT head's authority-form target is
+// refused there.
 func TestWorldTunnelNotParsed(t *testing.T) {
-	wp := newWorldProxy(t, worldPolicy(t))
+	wp := newWorldProxy(t, verifyPolicy(t, "allowed.test=address"))
 	w := wp.w
 	deniedPort := w.ListenTCP(t, world.DeniedV4)
 	recPort, rs := listenRecording(t, w, world.AllowedV4)

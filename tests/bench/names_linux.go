@@ -61,6 +61,11 @@ var namesArms = []string{"unconfined", "by address (IP entry)", "checked by name
 const (
 	namesAddedTarget = 200 * time.Microsecond
 	namesBulkTarget  = 0.9
+	// Every port of a learned address is checked (issue 30): a connect
+	// and close that sends nothing, and a TLS stream on another port.
+	namesCycleTarget   = 1.05
+	namesAltBulkTarget = 0.95
+	namesAltPort       = 8443
 )
 
 type namesResult struct {
@@ -69,6 +74,8 @@ type namesResult struct {
 	cycle  [][]float64 // per arm: every TCP connect+close to namesIP
 	bulk   [][]float64 // per arm: bytes/s per round, HTTP on 80 (the verifier)
 	tlsb   [][]float64 // per arm: bytes/s per round, TLS on 443 (the kernel's check)
+	lcycle [][]float64 // per arm: every TCP connect+close to namesCDN:9 (learned: checked)
+	altb   [][]float64 // per arm: bytes/s per round, TLS on namesAltPort
 }
 
 // namesWorld is the world namespace and its servers.
@@ -103,7 +110,8 @@ func startNamesWorld() (*namesWorld, error) {
 			if err != nil {
 				return fmt.Errorf("loopback of the names world: %w", err)
 			}
-			for _, ap := range []string{"203.0.113.80:443", "203.0.113.80:80", "203.0.113.81:443", "203.0.113.81:80", "203.0.113.81:9"} {
+			for _, ap := range []string{"203.0.113.80:443", "203.0.113.80:80", "203.0.113.80:8443", "203.0.113.80:9",
+				"203.0.113.81:443", "203.0.113.81:80", "203.0.113.81:9"} {
 				l, err := net.Listen("tcp4", ap)
 				if err != nil {
 					return err
@@ -138,13 +146,14 @@ func startNamesWorld() (*namesWorld, error) {
 	return w, nil
 }
 
-// serveNames: 443 completes a TLS handshake and closes; 80 reads a
-// request head and sends namesBulk bytes; 9 closes at once.
+// serveNames: 443 and namesAltPort complete a TLS handshake and close
+// (or stream); 80 reads a request head and sends namesBulk bytes; 9
+// closes at once.
 func serveNames(c net.Conn, port int, cfg *tls.Config) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	switch port {
-	case 443:
+	case 443, namesAltPort:
 		tc := tls.Server(c, cfg)
 		if tc.Handshake() != nil {
 			return
@@ -308,7 +317,7 @@ func measureNames(ctx context.Context, instance string, rounds int) (*namesResul
 		return out, nil
 	}
 	res := &namesResult{tls: make([][]float64, len(namesArms)), cycle: make([][]float64, len(namesArms)), bulk: make([][]float64, len(namesArms)),
-		tlsb: make([][]float64, len(namesArms))}
+		tlsb: make([][]float64, len(namesArms)), lcycle: make([][]float64, len(namesArms)), altb: make([][]float64, len(namesArms))}
 	res.rounds, err = roundsWithin(rounds, until, func(r int) error {
 		order := []int{0, 1, 2}
 		if r%2 == 1 {
@@ -345,6 +354,20 @@ func measureNames(ctx context.Context, instance string, rounds int) (*namesResul
 				return fmt.Errorf("tlsbulk: %q %v", out, err)
 			}
 			res.tlsb[a] = append(res.tlsb[a], v[0])
+			if out, err = run(a, "-op", "conn", "-addrs", netip.AddrPortFrom(namesCDN, 9).String(), "-conns", fmt.Sprint(4*namesConns)); err != nil {
+				return err
+			}
+			if v, err = floats(out); err != nil {
+				return err
+			}
+			res.lcycle[a] = append(res.lcycle[a], v...)
+			if out, err = run(a, "-op", "tlsbulk", "-addrs", netip.AddrPortFrom(namesCDN, namesAltPort).String(), "-sni", namesSNI); err != nil {
+				return err
+			}
+			if v, err = floats(out); err != nil || len(v) != 1 {
+				return fmt.Errorf("tlsbulk on %d: %q %v", namesAltPort, out, err)
+			}
+			res.altb[a] = append(res.altb[a], v[0])
 		}
 		return nil
 	})
@@ -375,8 +398,16 @@ func (n *namesResult) added(q float64) float64 {
 func (n *namesResult) tlsRatio() float64  { return median(n.tlsb[2]) / median(n.tlsb[0]) }
 func (n *namesResult) httpRatio() float64 { return median(n.bulk[2]) / median(n.bulk[0]) }
 
+// cycleRatio and altRatio are the checked arm's connect+close to a
+// learned address and TLS stream on namesAltPort against unconfined.
+func (n *namesResult) cycleRatio() float64 {
+	return quantile(n.lcycle[2], 0.5) / quantile(n.lcycle[0], 0.5)
+}
+func (n *namesResult) altRatio() float64 { return median(n.altb[2]) / median(n.altb[0]) }
+
 func (n *namesResult) missed() bool {
-	return n.added(0.5) > float64(namesAddedTarget) || n.tlsRatio() < namesBulkTarget || n.httpRatio() < namesBulkTarget
+	return n.added(0.5) > float64(namesAddedTarget) || n.tlsRatio() < namesBulkTarget || n.httpRatio() < namesBulkTarget ||
+		n.cycleRatio() > namesCycleTarget || n.altRatio() < namesAltBulkTarget
 }
 
 func (n *namesResult) write(w io.Writer) {
@@ -404,15 +435,21 @@ func (n *namesResult) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "| TCP connect + close to an IP entry (not checked), median | %s | %s | %s | unchanged | report |\n",
 		fmtUs(c0), ratio(1), ratio(2))
+	l0 := quantile(n.lcycle[0], 0.5)
+	fmt.Fprintf(w, "| TCP connect + close to a learned address, port 9 (checked: every port), median | %s | %s (%.2f×) | %s (%.2f×) | ≤ %.2f× | %s |\n",
+		fmtUs(l0), fmtUs(quantile(n.lcycle[1], 0.5)), quantile(n.lcycle[1], 0.5)/l0, fmtUs(quantile(n.lcycle[2], 0.5)), n.cycleRatio(),
+		namesCycleTarget, verdict(n.cycleRatio() <= namesCycleTarget))
+	fmt.Fprintf(w, "| bulk TLS stream through a checked connection, port %d (%d MiB) | %.0f MB/s | %.0f MB/s | %.0f MB/s (%.2f×) | ≥ %.2f× | %s |\n", namesAltPort, namesTLSBulk>>20,
+		median(n.altb[0])/1e6, median(n.altb[1])/1e6, median(n.altb[2])/1e6, n.altRatio(), namesAltBulkTarget, verdict(n.altRatio() >= namesAltBulkTarget))
 }
 
 func (n *namesResult) describe(w io.Writer) {
 	fmt.Fprintf(w, "Name verification: %d rounds, arms alternating, as uid 65534 in a network namespace of its own (servers on %s and %s on its loopback, this process). "+
 		"Each round: %d new TLS connections per arm (connect and TLS 1.3 handshake with SNI %s, close), "+
-		"%d TCP connects to %s:9 (an IP entry in both sessions), one %d MiB TLS stream read through one connection to port 443 and one %d MiB stream read through one HTTP connection to port 80; "+
+		"%d TCP connects to %s:9 (an IP entry in both sessions) and as many to %s:9 (learned in the checked arm: marked, as every port is), one %d MiB TLS stream read through one connection to port 443 and one to port %d, and one %d MiB stream read through one HTTP connection to port 80; "+
 		"in the checked arm the kernel judges the ClientHello's SNI and the request's Host on the client's own socket (bpf/sni.h). "+
 		"Quantiles are over every connection of every round; the bulk figures are the median round.\n",
-		n.rounds, namesCDN, namesIP, namesConns, namesSNI, 4*namesConns, namesIP, namesTLSBulk>>20, namesBulk>>20)
+		n.rounds, namesCDN, namesIP, namesConns, namesSNI, 4*namesConns, namesIP, namesCDN, namesTLSBulk>>20, namesAltPort, namesBulk>>20)
 }
 
 // benchNamesOnly is `-only names`.

@@ -48,7 +48,7 @@ func TestHTTPHeadJudgedInKernel(t *testing.T) {
 		{"folded", "GET / HTTP/1.1\r\nHost: cdn.test\r\n evil.test\r\nConnection: close\r\n\r\n", "0", "not a request head the kernel's check reads", false},
 		{"no Host", "GET / HTTP/1.0\r\n\r\n", "0", "the request names no host", false},
 		{"an IPv6 literal", "GET / HTTP/1.1\r\nHost: [2001:db8::1]\r\nConnection: close\r\n\r\n", "0", "not a request head the kernel's check reads", false},
-		{"not HTTP", "SSH-2.0-OpenSSH_9.6\r\n", "0", "not a request head the kernel's check reads", false},
+		{"not HTTP", "SSH-2.0-OpenSSH_9.6\r\n", "0", "(no host name): the first bytes are neither a TLS ClientHello nor an HTTP/1 request", false},
 		{"a head too long", "GET / HTTP/1.1\r\nX-Pad: " + strings.Repeat("a", 4200) + "\r\nHost: cdn.test\r\nConnection: close\r\n\r\n", "0", "not a request head the kernel's check reads", false},
 	}
 	for _, c := range refused {

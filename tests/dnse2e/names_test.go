@@ -185,7 +185,7 @@ func writePolicy(t *testing.T, body string) string {
 
 func TestOtherPortsFollowTheVerifyRule(t *testing.T) {
 	f := newFixture(t)
-	f.w.ServeCDN(t, cdnV4)
+	cdn := f.w.ServeCDN(t, cdnV4)
 	port := f.w.ListenTCP(t, cdnV4)
 	contacts := func() int {
 		n := 0
@@ -200,20 +200,30 @@ func TestOtherPortsFollowTheVerifyRule(t *testing.T) {
 	if r := f.unconfined(t, "send-name", cdnV4.String(), "4", fmt.Sprint(port), banner); !r.OK || contacts() != 1 {
 		t.Fatalf("unconfined: %s", r)
 	}
-	// The default: a port other than 80 and 443 is judged by address.
+	// The default: a protocol other than TLS and HTTP passes on a port
+	// other than 80 and 443.
 	r, _ := f.probe(t, []string{"--allow", "cdn.test"}, "send-name", "cdn.test", "4", fmt.Sprint(port), banner)
 	if !r.OK || r.Reply != world.Greeting || contacts() != 2 {
 		t.Fatalf("default rule, SSH-like to a learned address: %s (contacts %d)", r, contacts())
 	}
 	// "verify": "name": every port by name; an SSH banner names none.
+	// The kernel judges the client's first bytes on its own connection:
+	// the handshake to the allowed address is made, no byte reaches the
+	// server (the line service records what clients send).
+	line := fmt.Sprint(world.LinePort)
+	cdn = f.w.ServeCDNReset(cdn)
+	if r := f.unconfined(t, "send-name", cdnV4.String(), "4", line, banner); !r.OK || len(cdn.Lines()) != 1 {
+		t.Fatalf("unconfined, to the line service: %s (lines %q)", r, cdn.Lines())
+	}
+	cdn = f.w.ServeCDNReset(cdn)
 	p := writePolicy(t, `{"allowed_hosts": [{"host": "cdn.test", "verify": "name"}]}`)
-	r, stderr := f.probe(t, []string{"--allowlist", p}, "send-name", "cdn.test", "4", fmt.Sprint(port), banner)
+	r, stderr := f.probe(t, []string{"--allowlist", p}, "send-name", "cdn.test", "4", line, banner)
 	if r.OK || !strings.Contains(stderr, "(no host name): the first bytes are neither a TLS ClientHello nor an HTTP/1 request") {
 		t.Fatalf(`"verify": "name": %s\n%s`, r, stderr)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if n := contacts(); n != 2 {
-		t.Fatalf(`"verify": "name": the world server was contacted (%d contacts)`, n)
+	if l := cdn.Lines(); len(l) != 0 {
+		t.Fatalf(`"verify": "name": the server read %q`, l)
 	}
 	// "verify": "address": by address, even on 443 with another SNI.
 	p = writePolicy(t, `{"allowed_hosts": [{"host": "cdn.test", "verify": "address"}]}`)

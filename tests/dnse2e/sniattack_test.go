@@ -48,7 +48,7 @@ var sniWays = []sniWay{
 	// The urgent byte is out of the server's stream but in the one sk_msg
 	// judges, which then does not start with a TLS record: refused
 	// whatever the name (fail closed), so cdn.test does not work this way.
-	{"MSGOOBByteFirst", "oob", false, "(TLS SNI): port 443 of an address learned for a name takes TLS: the first bytes are not one TLS record holding a whole ClientHello; " + allowedFor("cdn.test")},
+	{"MSGOOBByteFirst", "oob", false, "(no host name): the first bytes are neither a TLS ClientHello nor an HTTP/1 request; " + allowedFor("cdn.test")},
 	{"MSGZeroCopy", "zerocopy", true, refusedSNI},
 	{"Sendfile", "sendfile", true, refusedSNI},
 	{"SpliceFromPipe", "splice", true, refusedSNI},

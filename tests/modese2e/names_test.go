@@ -5,6 +5,7 @@
 package modese2e
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -50,6 +51,13 @@ func TestProxyChecksNamesInTunnels(t *testing.T) {
 			t.Fatalf("IPv%s unconfined, HTTP: %s", c.fam, r)
 		}
 	}
+	// And on the CDN's other ports (issue 30).
+	if r := w.RunProbe(t, nil, "tls-name", cdnV4.String(), "4", fmt.Sprint(world.CDNAltTLSPort), "evil.test"); !r.OK || !strings.Contains(r.Reply, "200") {
+		t.Fatalf("unconfined, TLS on %d: %s", world.CDNAltTLSPort, r)
+	}
+	if r := w.RunProbe(t, nil, "http-name", cdnV4.String(), "4", fmt.Sprint(world.CDNAltHTTPPort), "evil.test"); !r.OK || !strings.Contains(r.Reply, "200") {
+		t.Fatalf("unconfined, HTTP on %d: %s", world.CDNAltHTTPPort, r)
+	}
 	if !cdn.Saw("evil.test") {
 		t.Fatalf("unconfined: the CDN recorded nothing for evil.test: %q %q", cdn.SNIs(), cdn.Hosts())
 	}
@@ -85,6 +93,9 @@ func TestProxyChecksNamesInTunnels(t *testing.T) {
 					{[]string{"tls-name", "cdn.test", via, "443", "evil.test"}, "(TLS SNI evil.test): the address was allowed for cdn.test"},
 					{[]string{"http-name", "cdn.test", via, "80", "evil.test"}, "(HTTP Host evil.test): the address was allowed for cdn.test"},
 					{[]string{"tls-name", "cdn6.test", via, "443", "evil.test"}, "-> [2001:db8:2::30]:443 (TLS SNI evil.test): the address was allowed for cdn6.test"},
+					// Every port of a name's address is judged (issue 30).
+					{[]string{"tls-name", "cdn.test", via, fmt.Sprint(world.CDNAltTLSPort), "evil.test"}, "(TLS SNI evil.test): the address was allowed for cdn.test"},
+					{[]string{"http-name", "cdn.test", via, fmt.Sprint(world.CDNAltHTTPPort), "evil.test"}, "(HTTP Host evil.test): the address was allowed for cdn.test"},
 					// Encrypted ClientHello: the inner name (evil.test)
 					// is hidden, the outer one allowed: refused all the same.
 					{[]string{"tls-ech", "cdn.test", via, "443", "evil.test", "cdn.test"}, "(TLS SNI cdn.test): the ClientHello carries an Encrypted ClientHello, whose inner SNI sluice cannot read"},
@@ -114,6 +125,12 @@ func TestProxyChecksNamesInTunnels(t *testing.T) {
 				r, stderr, _ = run(t, w, mode.unprivileged, append(flags, probe, "http-name", "cdn.test", via, "80", "cdn.test")...)
 				if !r.OK || !strings.Contains(r.Reply, "200") {
 					t.Errorf("cdn.test over HTTP via %s: %s\n%s", via, r, stderr)
+				}
+				// A server that speaks first, on another port: heard
+				// through the tunnel before the client says anything.
+				r, stderr, _ = run(t, w, mode.unprivileged, append(flags, probe, "banner-reply", "cdn.test", via, fmt.Sprint(world.BannerPort), "SSH-2.0-probe")...)
+				if !r.OK || !strings.Contains(r.Reply, world.Banner) || !strings.HasSuffix(r.Reply, "ok\n") {
+					t.Errorf("a server that speaks first via %s: %s\n%s", via, r, stderr)
 				}
 			}
 			// The audit log has the refusal as the datapath's path writes it.

@@ -140,6 +140,7 @@ func init() {
 		"tls-name":      {"NAME|ADDR 4|6|proxy|socks PORT SNI|-", 4, runTLSName},
 		"http-name":     {"NAME|ADDR 4|6|proxy|socks PORT HOST", 4, runHTTPName},
 		"send-name":     {"NAME|ADDR 4|6|proxy|socks PORT LINE", 4, runSendName},
+		"banner-reply":  {"NAME|ADDR 4|6|proxy|socks PORT LINE", 4, runBannerReply},
 		"http-raw":      {"NAME|ADDR 4|6 PORT BASE64 CHUNK", 5, runHTTPRaw},
 		"udp-name":      {"NAME|ADDR 4|6 PORT", 3, runUDPName},
 		"tls-ech":       {"NAME|ADDR 4|6|proxy|socks PORT SNI OUTER", 5, runTLSECH},

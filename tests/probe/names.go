@@ -128,6 +128,33 @@ func runSendName(args []string, r *result) error {
 	return nil
 }
 
+// runBannerReply: connect, read the line the server says first (an SSH
+// banner), then send LINE and read the answer, as a client of a protocol
+// whose server speaks first does; Reply is the banner and the answer.
+func runBannerReply(args []string, r *result) error {
+	c, err := dialNamed(args, r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	banner, err := br.ReadString('\n')
+	r.Reply = banner
+	if err != nil {
+		return at("read banner", errnoOf(err))
+	}
+	if _, err := io.WriteString(c, args[3]+"\r\n"); err != nil {
+		return at("write", errnoOf(err))
+	}
+	line, err := br.ReadString('\n')
+	r.Reply += line
+	if err != nil {
+		return at("read", errnoOf(err))
+	}
+	return nil
+}
+
 // runHTTPRaw: connect and send the bytes BASE64 decodes to (a request
 // head as an attacker writes it), CHUNK bytes per write (0: one write),
 // then read the peer's first line.

@@ -5,6 +5,7 @@
 package world
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,6 +14,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -27,14 +29,36 @@ import (
 )
 
 // CDN is a world host that serves many names on one address, as a CDN
-// does: a TLS server on port 443 that records the SNI of every ClientHello
-// it receives, and an HTTP server on port 80 (and inside the TLS) that
-// records every request's Host. Both answer "hello NAME".
+// does: a TLS server on ports 443 and 8443 that records the SNI of every
+// ClientHello it receives, and an HTTP server on ports 80 and 8080 (and
+// inside the TLS) that records every request's Host, skipping empty
+// lines before a request as nginx does. Both answer "hello NAME". Beside them, two line services of other protocols: on
+// LinePort the client speaks first, on BannerPort the server does (an
+// SSH banner); both record the client's first line and answer "ok".
 type CDN struct {
 	mu    sync.Mutex
 	snis  []string
 	hosts []string
+	lines []string
 	quic  int
+}
+
+// The CDN's ports besides 80 and 443.
+const (
+	CDNAltTLSPort  = 8443
+	CDNAltHTTPPort = 8080
+	LinePort       = 6379
+	BannerPort     = 2222
+	// Banner is what the server on BannerPort says first.
+	Banner = "SSH-2.0-cdn\r\n"
+)
+
+// Lines are the first lines clients sent to the line services, oldest
+// first.
+func (c *CDN) Lines() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
 }
 
 // QUIC is how many datagrams arrived on UDP port 443.
@@ -88,7 +112,8 @@ func selfSigned(t testing.TB) tls.Certificate {
 }
 
 // ServeCDN starts the CDN on addrs (world hosts, added to the world's
-// loopback): TLS on 443, HTTP on 80. t.Cleanup stops it.
+// loopback): TLS on 443 and 8443, HTTP on 80 and 8080, the line services.
+// t.Cleanup stops it.
 func (w *World) ServeCDN(t testing.TB, addrs ...netip.Addr) *CDN {
 	t.Helper()
 	c := &CDN{}
@@ -123,11 +148,19 @@ func (w *World) ServeCDN(t testing.TB, addrs ...netip.Addr) *CDN {
 	}}
 	for _, a := range addrs {
 		w.AddWorldAddr(t, a)
-		var l80, l443 net.Listener
+		var l80, l443, l8080, l8443, lline, lbanner net.Listener
 		var u443 net.PacketConn
 		if err := w.InWorld(func() (err error) {
 			if l80, err = lc.Listen(context.Background(), network("tcp", a), netip.AddrPortFrom(a, 80).String()); err != nil {
 				return err
+			}
+			for _, l := range []struct {
+				l    *net.Listener
+				port uint16
+			}{{&l8080, CDNAltHTTPPort}, {&l8443, CDNAltTLSPort}, {&lline, LinePort}, {&lbanner, BannerPort}} {
+				if *l.l, err = lc.Listen(context.Background(), network("tcp", a), netip.AddrPortFrom(a, l.port).String()); err != nil {
+					return err
+				}
 			}
 			if u443, err = net.ListenPacket(network("udp", a), netip.AddrPortFrom(a, 443).String()); err != nil {
 				return err
@@ -155,17 +188,92 @@ func (w *World) ServeCDN(t testing.TB, addrs ...netip.Addr) *CDN {
 		for _, s := range []struct {
 			l   net.Listener
 			tls bool
-		}{{l80, false}, {l443, true}} {
+		}{{l80, false}, {l443, true}, {l8080, false}, {l8443, true}} {
 			srv := &http.Server{Handler: handler, ReadHeaderTimeout: serverIOTimeout, IdleTimeout: serverIOTimeout}
-			l := s.l
+			l := net.Listener(skipEmptyLines{s.l})
 			if s.tls {
-				l = tls.NewListener(l, tcfg)
+				l = tls.NewListener(s.l, tcfg)
 			}
 			go func() { _ = srv.Serve(l) }()
 			t.Cleanup(func() { srv.Close() })
 		}
+		for _, l := range []struct {
+			l      net.Listener
+			banner bool
+		}{{lline, false}, {lbanner, true}} {
+			go c.serveLines(l.l, l.banner)
+			t.Cleanup(func() { l.l.Close() })
+		}
 	}
 	return c
+}
+
+// skipEmptyLines is a listener whose connections skip the empty lines
+// before their first request line, as nginx and others do (RFC 9112 2.2
+// allows it) and Go's server does not: the CDN stands for the servers
+// that do.
+type skipEmptyLines struct{ net.Listener }
+
+func (l skipEmptyLines) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &skippingConn{Conn: c}, nil
+}
+
+// skippingConn drops CR and LF bytes until the first other byte.
+type skippingConn struct {
+	net.Conn
+	started bool
+}
+
+func (c *skippingConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if c.started || n == 0 {
+			return n, err
+		}
+		i := 0
+		for i < n && (b[i] == '\r' || b[i] == '\n') {
+			i++
+		}
+		if i < n {
+			c.started = true
+			return copy(b, b[i:n]), err
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// serveLines is a line service: the banner first if banner, then the
+// client's first line is recorded and answered.
+func (c *CDN) serveLines(l net.Listener, banner bool) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(serverIOTimeout))
+			if banner {
+				if _, err := io.WriteString(conn, Banner); err != nil {
+					return
+				}
+			}
+			line, err := bufio.NewReader(conn).ReadString('\n')
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.lines = append(c.lines, strings.TrimRight(line, "\r\n"))
+			c.mu.Unlock()
+			_, _ = io.WriteString(conn, "ok\n")
+		}()
+	}
 }
 
 // ServeCDNReset forgets what c recorded, so that a test can show the
@@ -173,6 +281,6 @@ func (w *World) ServeCDN(t testing.TB, addrs ...netip.Addr) *CDN {
 func (w *World) ServeCDNReset(c *CDN) *CDN {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snis, c.hosts, c.quic = nil, nil, 0
+	c.snis, c.hosts, c.lines, c.quic = nil, nil, nil, 0
 	return c
 }
