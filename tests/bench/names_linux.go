@@ -67,6 +67,7 @@ const (
 	namesAltBulkTarget = 0.95
 	namesAltPort       = 8443
 	namesStreams       = 3 // TLS streams per arm, port and round: the best is kept
+	namesCycleN        = 10_000
 )
 
 type namesResult struct {
@@ -75,7 +76,7 @@ type namesResult struct {
 	cycle  [][]float64 // per arm: every TCP connect+close to namesIP
 	bulk   [][]float64 // per arm: bytes/s per round, HTTP on 80 (the verifier)
 	tlsb   [][]float64 // per arm: bytes/s per round, TLS on 443 (the kernel's check)
-	lcycle [][]float64 // per arm: every TCP connect+close to namesCDN:9 (learned: checked)
+	lcycle [][]float64 // per arm: ns per TCP cycle to cycleAddr (learned in the checked arm), per round
 	altb   [][]float64 // per arm: bytes/s per round, TLS on namesAltPort
 }
 
@@ -266,7 +267,8 @@ func measureNames(ctx context.Context, instance string, rounds int) (*namesResul
 	spawners := []jobSpawner{func(cmd *exec.Cmd, prepare func() error) error {
 		return free.sess.StartWith(cmd, nobody, prepare)
 	}}
-	for i, entries := range [][]string{{namesCDN.String(), namesIP.String()}, {namesSNI, namesIP.String()}} {
+	starters := []starter{free.sess}
+	for i, entries := range [][]string{{namesCDN.String(), namesIP.String(), cycleAddr.String()}, {namesSNI, namesIP.String()}} {
 		policy, err := allowlist.FromStrings(entries)
 		if err != nil {
 			return nil, err
@@ -283,7 +285,12 @@ func measureNames(ctx context.Context, instance string, rounds int) (*namesResul
 			if err := e.Datapath().Learn(s.ID(), namesCDN, loader.BootTime()+time.Hour); err != nil {
 				return nil, err
 			}
+			// And for the connect cycle's address, as if learned for it.
+			if err := e.Datapath().Learn(s.ID(), cycleAddr, loader.BootTime()+time.Hour); err != nil {
+				return nil, err
+			}
 		}
+		starters = append(starters, confinedArm{s})
 		spawners = append(spawners, func(cmd *exec.Cmd, prepare func() error) error {
 			return s.SpawnWith(cmd, nobody, prepare)
 		})
@@ -342,25 +349,31 @@ func measureNames(ctx context.Context, instance string, rounds int) (*namesResul
 			}
 			res.bulk[a] = append(res.bulk[a], v[0])
 		}
-		// The connect+close cycles in blocks, the arms interleaved, so
-		// that what else runs falls on every arm alike.
+		// The connect+close cycles: to an IP entry, in blocks with the
+		// arms interleaved, so that what else runs falls on every arm
+		// alike; and the worker's own cycle (socket, connect, close with
+		// SO_LINGER 0, in a network namespace of its own: the median of
+		// its chunks) to cycleAddr, which the checked arm learned.
 		for range 4 {
 			for _, a := range order {
-				for _, c := range []struct {
-					to  netip.Addr
-					res [][]float64
-				}{{namesIP, res.cycle}, {namesCDN, res.lcycle}} {
-					out, err := run(a, "-op", "conn", "-addrs", netip.AddrPortFrom(c.to, 9).String(), "-conns", fmt.Sprint(namesConns))
-					if err != nil {
-						return err
-					}
-					v, err := floats(out)
-					if err != nil {
-						return err
-					}
-					c.res[a] = append(c.res[a], v...)
+				out, err := run(a, "-op", "conn", "-addrs", netip.AddrPortFrom(namesIP, 9).String(), "-conns", fmt.Sprint(namesConns))
+				if err != nil {
+					return err
 				}
+				v, err := floats(out)
+				if err != nil {
+					return err
+				}
+				res.cycle[a] = append(res.cycle[a], v...)
 			}
+		}
+		for _, a := range order {
+			ns, err := runWorker(ctx, starters[a], worker, true, prepareCycleNetns,
+				"-op", "cycle", "-n", fmt.Sprint(namesCycleN), "-warmup", "1000", "-chunks", "20", "-addrs", cycleAddr.String())
+			if err != nil {
+				return fmt.Errorf("%s: %w", namesArms[a], err)
+			}
+			res.lcycle[a] = append(res.lcycle[a], ns)
 		}
 		// The TLS streams: namesStreams per arm and port, the arms
 		// interleaved, the best of each kept (a stream is slowed by
@@ -455,7 +468,7 @@ func (n *namesResult) write(w io.Writer) {
 	fmt.Fprintf(w, "| TCP connect + close to an IP entry (not checked), median | %s | %s | %s | unchanged | report |\n",
 		fmtUs(c0), ratio(1), ratio(2))
 	l0 := quantile(n.lcycle[0], 0.5)
-	fmt.Fprintf(w, "| TCP connect + close to a learned address, port 9 (checked: every port), median | %s | %s (%.2f×) | %s (%.2f×) | ≤ %.2f× | %s |\n",
+	fmt.Fprintf(w, "| TCP cycle (socket, connect, close) to a learned address (checked: every port), median round | %s | %s (%.2f×) | %s (%.2f×) | ≤ %.2f× | %s |\n",
 		fmtUs(l0), fmtUs(quantile(n.lcycle[1], 0.5)), quantile(n.lcycle[1], 0.5)/l0, fmtUs(quantile(n.lcycle[2], 0.5)), n.cycleRatio(),
 		namesCycleTarget, verdict(n.cycleRatio() <= namesCycleTarget))
 	fmt.Fprintf(w, "| bulk TLS stream through a checked connection, port %d (%d MiB) | %.0f MB/s | %.0f MB/s | %.0f MB/s (%.2f×) | ≥ %.2f× | %s |\n", namesAltPort, namesTLSBulk>>20,
@@ -465,10 +478,10 @@ func (n *namesResult) write(w io.Writer) {
 func (n *namesResult) describe(w io.Writer) {
 	fmt.Fprintf(w, "Name verification: %d rounds, arms alternating, as uid 65534 in a network namespace of its own (servers on %s and %s on its loopback, this process). "+
 		"Each round: %d new TLS connections per arm (connect and TLS 1.3 handshake with SNI %s, close), "+
-		"%d TCP connects to %s:9 (an IP entry in both sessions) and as many to %s:9 (learned in the checked arm: marked, as every port is), in blocks of %d with the arms interleaved, %d TLS streams of %d MiB per arm to port 443 and as many to port %d, each read through one connection, the arms interleaved and each arm's best kept, and one %d MiB stream read through one HTTP connection to port 80; "+
+		"%d TCP connects to %s:9 (an IP entry in both sessions) in blocks of %d with the arms interleaved, one run of %d TCP cycles (socket, SO_LINGER 0, connect, close) to %s in a network namespace of the worker's own (an IP entry in the by-address arm, learned in the checked arm: marked, as every port is), %d TLS streams of %d MiB per arm to port 443 and as many to port %d, each read through one connection, the arms interleaved and each arm's best kept, and one %d MiB stream read through one HTTP connection to port 80; "+
 		"in the checked arm the kernel judges the ClientHello's SNI and the request's Host on the client's own socket (bpf/sni.h). "+
 		"Quantiles are over every connection of every round; the bulk figures are the median round.\n",
-		n.rounds, namesCDN, namesIP, namesConns, namesSNI, 4*namesConns, namesIP, namesCDN, namesConns, namesStreams, namesTLSBulk>>20, namesAltPort, namesBulk>>20)
+		n.rounds, namesCDN, namesIP, namesConns, namesSNI, 4*namesConns, namesIP, namesConns, namesCycleN, cycleAddr, namesStreams, namesTLSBulk>>20, namesAltPort, namesBulk>>20)
 }
 
 // benchNamesOnly is `-only names`.
