@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/netns"
 	"github.com/sluice-dev/sluice/proxy"
 )
@@ -35,7 +34,9 @@ type ProxyOptions struct {
 // could answer differently from the one the session's programs use.
 func (s *Session) startProxy(opts Options) error {
 	cfg := proxy.Config{
-		Policy:  func() *allowlist.Policy { return s.Policy() },
+		// The names a person approved for the session count in its
+		// tunnels as they do in the kernel's name check.
+		Policy:  s.NamePolicy,
 		OnEvent: opts.Proxy.OnEvent,
 	}
 	if s.resolver != nil {
