@@ -34,8 +34,10 @@ type ProxyOptions struct {
 // could answer differently from the one the session's programs use.
 func (s *Session) startProxy(opts Options) error {
 	cfg := proxy.Config{
-		// The names a person approved for the session count in its
-		// tunnels as they do in the kernel's name check.
+		// The names a person approved for the session count for the
+		// proxy (its CONNECT targets, the names inside its tunnels) as
+		// they do in the kernel's name check; the resolver still asks
+		// about a name none of its own sets allows.
 		Policy:  s.NamePolicy,
 		OnEvent: opts.Proxy.OnEvent,
 	}
