@@ -62,7 +62,7 @@ func KernelNameRefusal(ev loader.Event, learnedFrom func(netip.Addr) []string) n
 	return namecheck.Refusal{
 		PID: ev.PID, Comm: ev.Comm, Dst: netip.AddrPortFrom(ev.Addr, ev.Port),
 		Flight:     namecheck.Flight{Proto: proto, Name: ev.Name},
-		LearnedFor: learned, Reason: namecheck.Explain(why, learned), Audit: ev.Audit,
+		LearnedFor: learned, Reason: namecheck.Explain(why, ev.Name, learned), Audit: ev.Audit,
 	}
 }
 

@@ -179,6 +179,14 @@ type Session struct {
 	kdnsErr    error
 	kdnsStop   chan struct{}
 	beatDone   chan struct{} // closed when the failover's beat has stopped (nil: none)
+	// Ask mode's approved names (approve_linux.go), under mu: approved,
+	// namePolicy (the policy with them, what the name checks judge by;
+	// nil: the policy alone), the timer of the next expiry, and
+	// namesDone once Close began (no name is written after).
+	approved      approvals
+	namePolicy    *allowlist.Policy
+	approvalTimer *time.Timer
+	namesDone     bool
 }
 
 // NewSession creates the session's cgroup, writes its policy into the
@@ -580,6 +588,7 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.endApprovals()
 	var errs []error
 	if s.cg != nil {
 		s.e.kdns.remove(s.cg.ID())

@@ -75,10 +75,10 @@ func (s *Session) SetPolicy(p *allowlist.Policy) error {
 	if err := s.applyLocal(p.Local()); err != nil {
 		return err
 	}
-	if s.verifier != nil {
-		if err := s.setNames(p); err != nil {
-			return err
-		}
+	// The names the name checks judge by: the new policy's, and the
+	// approvals a person gave the session, which outlive it.
+	if err := s.applyApprovals(p); err != nil {
+		return err
 	}
 	if s.resolver != nil {
 		s.resolver.SetPolicy(p)

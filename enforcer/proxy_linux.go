@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/sluice-dev/sluice/allowlist"
 	"github.com/sluice-dev/sluice/netns"
 	"github.com/sluice-dev/sluice/proxy"
 )
@@ -35,7 +34,11 @@ type ProxyOptions struct {
 // could answer differently from the one the session's programs use.
 func (s *Session) startProxy(opts Options) error {
 	cfg := proxy.Config{
-		Policy:  func() *allowlist.Policy { return s.Policy() },
+		// The names a person approved for the session count for the
+		// proxy (its CONNECT targets, the names inside its tunnels) as
+		// they do in the kernel's name check; the resolver still asks
+		// about a name none of its own sets allows.
+		Policy:  s.NamePolicy,
 		OnEvent: opts.Proxy.OnEvent,
 	}
 	if s.resolver != nil {

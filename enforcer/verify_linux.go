@@ -48,7 +48,7 @@ func (s *Session) startVerifier(opts Options) error {
 	}
 	id := s.cg.ID()
 	cfg := namecheck.Config{
-		Policy: s.Policy,
+		Policy: s.NamePolicy,
 		Origin: func(peer netip.AddrPort) (namecheck.Origin, bool) {
 			o, ok := s.e.dp.TakeOrigin(id, peer)
 			return namecheck.Origin{Dst: o.Dst, PID: o.PID, Comm: o.Comm}, ok
@@ -107,33 +107,24 @@ func (s *Session) startVerifier(opts Options) error {
 	}
 	// The kernel's name check (ports 443 and 80) needs the names before
 	// any connection is checked.
-	if err := s.setNames(opts.Policy); err != nil {
+	s.mu.Lock()
+	err = s.applyApprovals(s.policy)
+	s.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	return s.e.dp.SetVerifier(id, s.verifyPorts[0], p6)
 }
 
 // setNames gives the kernel's name check (bpf/sni.h) the names p allows,
-// the ones the verifier's judgement (namecheck.Judge) takes.
+// the ones the verifier's judgement (namecheck.Judge) takes: p is the
+// session's NamePolicy (its policy and its approved names).
 func (s *Session) setNames(p *allowlist.Policy) error {
 	exact, wild := sniNames(p)
 	if err := s.e.dp.SetNames(s.cg.ID(), exact, wild); err != nil {
 		return fmt.Errorf("name verifier: %w", err)
 	}
 	return nil
-}
-
-// sniNames are the host names and the wildcards' domains of p.
-func sniNames(p *allowlist.Policy) (exact, wild []string) {
-	for _, e := range p.Names() {
-		switch e.Kind {
-		case allowlist.KindHost:
-			exact = append(exact, e.Name)
-		case allowlist.KindWildcard:
-			wild = append(wild, e.Name)
-		}
-	}
-	return exact, wild
 }
 
 // nsDialer dials from another network namespace: a socket belongs to the

@@ -215,7 +215,7 @@ func (v *Verifier) handle(c *net.TCPConn) {
 		if v.cfg.LearnedFrom != nil {
 			r.LearnedFor = v.cfg.LearnedFrom(o.Dst.Addr())
 		}
-		r.Reason = Explain(why, r.LearnedFor)
+		r.Reason = Explain(why, f.Name, r.LearnedFor)
 		v.stats.Refused.Add(1)
 		if v.cfg.OnRefuse != nil {
 			v.cfg.OnRefuse(r)
@@ -311,16 +311,39 @@ func Judge(p *allowlist.Policy, f Flight) string {
 	return ""
 }
 
-// Explain is the reason a user reads for Judge's why, naming the names
-// the connection's address was allowed for (none: why alone). A name
-// that is not allowed is explained by those names alone: "the address
-// was allowed for registry.npmjs.org".
-func Explain(why string, allowedFor []string) string {
-	if len(allowedFor) == 0 {
+// Explain is the reason a user reads for Judge's why about a connection
+// whose first flight named name, naming the names the connection's
+// address was allowed for (none: why alone). A name that is not allowed
+// is explained by those names alone: "the address was allowed for
+// registry.npmjs.org". The refused name itself may be among them (the
+// address was learned for it while it was allowed: a once approval or an
+// entry since gone): the explanation then says that it is not allowed
+// now, and never that the address was allowed for the very name it
+// refuses.
+func Explain(why, name string, allowedFor []string) string {
+	var others []string
+	learnedForName := false
+	for _, n := range allowedFor {
+		if name != "" && strings.EqualFold(strings.TrimSuffix(n, "."), strings.TrimSuffix(name, ".")) {
+			learnedForName = true
+			continue
+		}
+		others = append(others, n)
+	}
+	if learnedForName {
+		if why == NameNotAllowed {
+			why = name + " is not allowed now (the address was learned for it while it was)"
+		} else {
+			why += "; the address was learned for " + name
+		}
+	}
+	if len(others) == 0 {
 		return why
 	}
-	names := "the address was allowed for " + strings.Join(allowedFor, ", ")
-	if why == NameNotAllowed {
+	names := "the address was allowed for " + strings.Join(others, ", ")
+	if learnedForName {
+		names = "the address was also allowed for " + strings.Join(others, ", ")
+	} else if why == NameNotAllowed {
 		return names
 	}
 	return why + "; " + names

@@ -84,7 +84,7 @@ func (p *Proxy) checkName(cc *clientConn, ev Event, t target, up net.Conn, upAdd
 		ev.Kind = EventRefused
 		ev.Addr = upAddr
 		ev.Flight = &f
-		ev.Reason = namecheck.Explain(why, []string{name})
+		ev.Reason = namecheck.Explain(why, f.Name, []string{name})
 		p.emit(ev)
 		namecheck.Reset(cc.Conn)
 		return false, down

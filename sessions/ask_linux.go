@@ -20,8 +20,13 @@ import (
 // a refused connect to an address nobody resolved raises a prompt too.
 const (
 	// OnceAddrTTL is how long a "once" approval of an address lets the
-	// session reach it: long enough for the agent's retry, short like a
-	// DNS answer.
+	// session reach it, and how long a "once" approval of a name lets the
+	// session's connections to its learned addresses carry that name (the
+	// kernel's name check, the verifier, the proxy's tunnels), counted
+	// from when the answer is used: long enough for the agent's retry,
+	// short like a DNS answer. The addresses the answer taught the
+	// resolver keep their own TTL; past this one, a connection to them
+	// naming the name is refused, and the next query asks again.
 	OnceAddrTTL = time.Minute
 	// sessionAddrTTL is a "session" approval of an address: for the
 	// rest of the session (its map entries go with it).
@@ -46,18 +51,43 @@ func (ss *Session) askDNS(ctx context.Context, q dnsresolver.AskQuery) bool {
 	}
 	name := q.Name
 	a, err := ss.sv.cfg.Prompts.Ask(ctx, prompts.Question{Session: ss.Info.Name, Name: name, Kind: prompts.KindName, QType: q.QType, AskedBy: who,
-		Apply: func(a prompts.Answer) error {
-			if a.Scope == prompts.ForSession || a.Scope == prompts.Always {
-				r := ss.es.Resolver()
-				if r == nil {
-					return fmt.Errorf("session %s has no resolver", ss.Info.Name)
-				}
-				r.AllowName(name)
-			}
-			return nil
-		},
+		Apply:  func(a prompts.Answer) error { return ss.approveName(name, a.Scope) },
 		Report: ss.promptEvent})
+	if err == nil && a.Allow && a.Scope == prompts.Once {
+		// A once answer serves whoever asks within its window (this
+		// query's twin, A beside AAAA) and an approval nobody waited for
+		// serves the retry that claims it, maybe minutes later, without
+		// Apply: the name's window starts again with each query it
+		// answers, before the client gets the addresses.
+		if err := ss.approveName(name, prompts.Once); err != nil {
+			return false
+		}
+	}
 	return err == nil && a.Allow
+}
+
+// approveName applies an approval of name to the session: the resolver
+// may resolve it (session, always: for the rest of the session; once:
+// the query that asked), and the session's name checks let connections
+// to its learned addresses carry it (once: for OnceAddrTTL), or the
+// kernel would refuse the very connection the person allowed.
+func (ss *Session) approveName(name string, scope prompts.Scope) error {
+	if ss.es == nil {
+		return fmt.Errorf("session %s has no datapath session", ss.Info.Name)
+	}
+	ttl := OnceAddrTTL
+	if scope == prompts.ForSession || scope == prompts.Always {
+		r := ss.es.Resolver()
+		if r == nil {
+			return fmt.Errorf("session %s has no resolver", ss.Info.Name)
+		}
+		r.AllowName(name)
+		ttl = 0 // for the rest of the session
+	}
+	if err := ss.es.ApproveName(name, ttl); err != nil {
+		return fmt.Errorf("session %s: %w", ss.Info.Name, err)
+	}
+	return nil
 }
 
 // askAddr raises a prompt for a connect the datapath refused to an

@@ -10,9 +10,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -403,4 +405,79 @@ func approveRC(out string) string {
 	}
 	rc, _, _ := strings.Cut(rest, "\n")
 	return strings.TrimSpace(rc)
+}
+
+// askCDN is the one address of every name under ask.test: a CDN that
+// records the SNI and Host of what reaches it.
+var askCDN = netip.MustParseAddr("203.0.113.62")
+
+// TestAskNamesReachTheServer (issue 30): a person's approval of a name
+// lets the connection the name was asked for through the name check
+// (the kernel's, on 80 the HTTP Host and on 443 the TLS SNI): before, the
+// resolver learned the addresses and the kernel refused the request with
+// "the address was allowed for once.allowed.test". Another name on the
+// same address stays refused: an approval is of its name, not of the
+// address. The CDN's records are the judge.
+func TestAskNamesReachTheServer(t *testing.T) {
+	f := newFixture(t, "allowed.test")
+	cdn := f.w.ServeCDN(t, askCDN)
+	probe := world.BuildProbe(t)
+	addr := askCDN.String()
+	scopes := []string{"once", "session", "always"}
+	type names struct{ http, tls, otherHTTP, otherTLS string }
+	of := func(scope string) names {
+		return names{scope + "-80.ask.test", scope + "-443.ask.test", scope + "-other80.ask.test", scope + "-other443.ask.test"}
+	}
+	// The twins: without sluice the CDN receives every one of the names.
+	for _, scope := range scopes {
+		n := of(scope)
+		for _, c := range []struct{ action, port, name string }{
+			{"http-name", "80", n.http}, {"http-name", "80", n.otherHTTP},
+			{"tls-name", "443", n.tls}, {"tls-name", "443", n.otherTLS},
+		} {
+			if r := f.w.RunProbe(t, nil, c.action, addr, "4", c.port, c.name); !r.OK || !cdn.Saw(c.name) {
+				t.Fatalf("unconfined %s %s: %s (SNIs %q, hosts %q)", c.action, c.name, r, cdn.SNIs(), cdn.Hosts())
+			}
+		}
+	}
+	f.w.ServeCDNReset(cdn)
+	for _, scope := range scopes {
+		t.Run(scope, func(t *testing.T) {
+			n := of(scope)
+			// One session: the approved name on 80, another name on the
+			// address it taught the session, the same on 443.
+			script := probe + " -timeout 25s http-name " + n.http + " 4 80 " + n.http + "; " +
+				probe + " -timeout 5s http-name " + addr + " 4 80 " + n.otherHTTP + "; " +
+				probe + " -timeout 25s tls-name " + n.tls + " 4 443 " + n.tls + "; " +
+				probe + " -timeout 5s tls-name " + addr + " 4 443 " + n.otherTLS
+			out := f.askRun(t, []string{"--ask"}, script)
+			for _, name := range []string{n.http, n.tls} {
+				p := f.waitPrompt(t, name)
+				if _, stderr, code := f.sluice(t, 0, 0, "approve", p.ID, "--"+scope); code != 0 {
+					t.Fatalf("approve %s --%s: %s", name, scope, stderr)
+				}
+			}
+			rs := results(t, waitOut(t, out))
+			if len(rs) != 4 {
+				t.Fatalf("want 4 probe results: %+v", rs)
+			}
+			if !rs[0].OK || !slices.Contains(cdn.Hosts(), n.http) {
+				t.Errorf("approve --%s: HTTP Host %s: %+v; the CDN's hosts %q", scope, n.http, rs[0], cdn.Hosts())
+			}
+			if !rs[2].OK || !slices.Contains(cdn.SNIs(), n.tls) {
+				t.Errorf("approve --%s: TLS SNI %s: %+v; the CDN's SNIs %q", scope, n.tls, rs[2], cdn.SNIs())
+			}
+			if rs[1].OK || rs[3].OK || cdn.Saw(n.otherHTTP) || cdn.Saw(n.otherTLS) {
+				t.Errorf("approve --%s let an unapproved name through: %+v %+v; SNIs %q, hosts %q", scope, rs[1], rs[3], cdn.SNIs(), cdn.Hosts())
+			}
+			// The refusal names the name refused, never as one the
+			// address was allowed for.
+			for _, name := range []string{n.otherHTTP, n.otherTLS} {
+				e := f.waitAudit(t, "name_refused", func(e map[string]any) bool { return e["host"] == name })
+				if msg := fmt.Sprint(e["message"], e["reason"]); strings.Contains(msg, "allowed for "+name) {
+					t.Errorf("a self-contradictory refusal: %s", msg)
+				}
+			}
+		})
+	}
 }

@@ -124,6 +124,15 @@ func newFixtureMount(t *testing.T, flags []string, mountSetup string, allowed ..
 			rr, _ := dns.NewRR(q.Name + " 60 IN A 203.0.113.10")
 			return []dns.RR{rr}
 		}
+		// Every name under ask.test is one CDN address (ask_test.go):
+		// names on demand that one server tells apart by SNI and Host.
+		if strings.HasSuffix(strings.ToLower(q.Name), ".ask.test.") {
+			if q.Qtype != dns.TypeA {
+				return []dns.RR{}
+			}
+			rr, _ := dns.NewRR(q.Name + " 60 IN A " + askCDN.String())
+			return []dns.RR{rr}
+		}
 		return zone(q)
 	})
 	f.port = w.ListenTCP(t, world.AllowedV4)
