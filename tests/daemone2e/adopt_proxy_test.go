@@ -30,7 +30,13 @@ echo "$HTTPS_PROXY" > %[3]s/env.tmp; mv %[3]s/env.tmp %[3]s/env
 while [ ! -e %[3]s/go ]; do sleep 0.05; done
 %[1]s proxy-connect allowed.test %[2]d > %[3]s/2.tmp; mv %[3]s/2.tmp %[3]s/2
 %[1]s proxy-connect allowed2.test %[2]d > %[3]s/3.tmp; mv %[3]s/3.tmp %[3]s/3
+while [ ! -e %[3]s/end ]; do sleep 0.05; done
 `, probe, f.port, d)
+	// A failure before the end still lets the script end.
+	t.Cleanup(func() {
+		_ = os.WriteFile(d+"/go", nil, 0o644)
+		_ = os.WriteFile(d+"/end", nil, 0o644)
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -58,6 +64,11 @@ while [ ! -e %[3]s/go ]; do sleep 0.05; done
 	out, stderr, _ := f.sluice(t, 0, 0, "run", "--user", "65534:65534", "--", "sh", "-c", other)
 	if r, _ := world.ParseProbeResult([]byte(out)); r.OK || r.Errno != "EPERM" || !strings.Contains(stderr, "another session's sluice proxy") {
 		t.Fatalf("another session used the adopted session's proxy: %s\n%s", out, stderr)
+	}
+	// Only now may the session end: while it lives its proxy's port is
+	// another session's; after its end nobody listens there.
+	if err := os.WriteFile(d+"/end", nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	f.waitAudit(t, "proxy_refused", func(e map[string]any) bool { return e["host"] == "allowed2.test" })
 	f.waitAudit(t, "session_ended", nil)
