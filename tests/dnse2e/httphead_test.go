@@ -62,20 +62,7 @@ func TestHTTPHeadJudgedInKernel(t *testing.T) {
 	}
 	cdn = f.w.ServeCDNReset(cdn)
 	for _, c := range refused {
-		start := time.Now()
-		r, stderr := f.probe(t, allow, raw(c.head, c.chunk)...)
-		if r.OK {
-			t.Errorf("%s: went through: %s", c.name, r)
-		}
-		if !strings.Contains(stderr, "refused probe[") || !strings.Contains(stderr, c.line) {
-			t.Errorf("%s: no explained refusal (%q) in:\n%s", c.name, c.line, stderr)
-		}
-		if r.Errno != "EACCES" {
-			t.Errorf("%s: the client got %s, want its send refused (EACCES)", c.name, r)
-		}
-		if d := time.Since(start); d > 8*time.Second {
-			t.Errorf("%s: took %v", c.name, d)
-		}
+		f.kernelRefuses(t, c.name, allow, c.line, raw(c.head, c.chunk)...)
 	}
 	if cdn.Saw("evil.test") || len(cdn.Hosts()) != 0 {
 		t.Fatalf("the CDN received requests: %q", cdn.Hosts())
@@ -94,6 +81,27 @@ func TestHTTPHeadJudgedInKernel(t *testing.T) {
 	}
 	if !sawHost(cdn.Hosts(), "cdn.test") {
 		t.Errorf("the CDN never saw cdn.test: %q", cdn.Hosts())
+	}
+}
+
+// kernelRefuses runs the probe's action in a session with flags and
+// checks that the kernel's name check refused its send, at once (EACCES
+// within 8 s), with a line that contains line.
+func (f *fixture) kernelRefuses(t *testing.T, name string, flags []string, line string, action ...string) {
+	t.Helper()
+	start := time.Now()
+	r, stderr := f.probe(t, flags, action...)
+	if r.OK {
+		t.Errorf("%s: went through: %s", name, r)
+	}
+	if !strings.Contains(stderr, "refused probe[") || !strings.Contains(stderr, line) {
+		t.Errorf("%s: no explained refusal (%q) in:\n%s", name, line, stderr)
+	}
+	if r.Errno != "EACCES" {
+		t.Errorf("%s: the client got %s, want its send refused (EACCES)", name, r)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("%s: took %v", name, d)
 	}
 }
 
