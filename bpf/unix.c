@@ -234,29 +234,14 @@ static __always_inline int unix_glob_match(struct unix_scratch *c, __u64 cg)
 
 static __always_inline void emit_unix(__u64 cg, __u8 hook, __u8 flags, struct unix_key *k)
 {
-	struct unix_event *e;
-	void *rb = bpf_map_lookup_elem(&session_events, &cg);
-
-	if (rb)
-		e = bpf_ringbuf_reserve(rb, sizeof(*e), 0);
-	else
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct unix_event *e = reserve(cg, sizeof(*e));
 	if (!e) {
 		count(cg, COUNTER_EVENTS_LOST);
 		return;
 	}
-	__u64 pt = bpf_get_current_pid_tgid();
-	__builtin_memset(&e->e, 0, sizeof(e->e));
-	e->e.ts = bpf_ktime_get_boot_ns();
-	e->e.cgroup = cg;
-	e->e.pid = pt >> 32;
-	e->e.tid = (__u32)pt;
-	e->e.uid = (__u32)bpf_get_current_uid_gid();
-	e->e.hook = hook;
-	e->e.reason = REASON_NOT_ALLOWED;
-	e->e.flags = flags;
-	e->e.family = 1; /* AF_UNIX */
-	bpf_get_current_comm(e->e.comm, sizeof(e->e.comm));
+	/* The shared header: no address, port or args for a unix peer. */
+	struct verdict v = {.cgroup = cg, .hook = hook, .reason = REASON_NOT_ALLOWED, .family = 1 /* AF_UNIX */};
+	fill_event(&e->e, &v, flags);
 	e->abstract = k->abstract;
 	e->pad[0] = e->pad[1] = e->pad[2] = 0;
 	e->len = k->len;
