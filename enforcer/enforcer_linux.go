@@ -146,6 +146,7 @@ type Session struct {
 	verifyDial  *nsDialer // dials from netns (nil: from ours)
 	adopted     bool
 	attached    bool // AttachSession: the cgroup is someone else's (a container's)
+	pod         bool // AttachPod: the datapath is attached at the cgroup itself
 	closed      bool
 	// release: Close leaves the cgroup and its processes alone (a failed
 	// AttachSession: the cgroup is the engine's, its container starting).
@@ -639,6 +640,11 @@ func (s *Session) Close() error {
 		}
 		if err := s.e.dp.RemoveSession(s.cg.ID(), known); err != nil {
 			errs = append(errs, err)
+		}
+		if s.pod {
+			if err := s.closePod(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if s.events != nil {

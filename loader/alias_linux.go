@@ -14,12 +14,14 @@ import (
 // engine's build) belong to the session of cgroup target, from their
 // first instruction: the datapath looks for the deepest aliased ancestor
 // of a cgroup that has no session entry. cgid itself should hold no
-// process and no session. The alias gives nothing the target's session
+// process and no session, or be target itself: a pod's cgroup is its
+// session, and the alias gives it the containers' cgroups the runtime
+// makes below it. The alias gives nothing the target's session
 // does not have; removing the target's session leaves the alias pointing
 // at nothing, which refuses all but loopback.
 func (d *Datapath) AddAlias(cgid, target uint64) error {
-	if cgid == 0 || target == 0 || cgid == target {
-		return fmt.Errorf("alias of cgroup %d to %d: not two cgroups", cgid, target)
+	if cgid == 0 || target == 0 {
+		return fmt.Errorf("alias of cgroup %d to %d: no cgroup", cgid, target)
 	}
 	if err := d.objs.SessionAliases.Update(cgid, target, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("alias of cgroup %d to session %d: %w", cgid, target, err)

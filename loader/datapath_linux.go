@@ -210,6 +210,10 @@ func Open(pinDir, cgroupPath string) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.updateAt(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if err := d.installKDNS(); err != nil {
 		d.Close()
 		return nil, err
@@ -459,7 +463,11 @@ func Remove(pinDir string) error {
 	for _, e := range entries {
 		// Gone already is done: two cleanups at once (a CI job's reaper
 		// and its finish step) must not fail each other.
-		if err := os.Remove(filepath.Join(pinDir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+		rm := os.Remove
+		if e.Name() == atDir {
+			rm = os.RemoveAll // the links at pods' cgroups (AttachAt)
+		}
+		if err := rm(filepath.Join(pinDir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpin %s: %w", e.Name(), err))
 		}
 	}
