@@ -39,6 +39,11 @@ type Event struct {
 	Prompt     string `json:"prompt,omitempty"`
 	Scope      string `json:"scope,omitempty"`
 	AnsweredBy string `json:"answered_by,omitempty"`
+	// Job is the CI job identity of a pod's session (`sluice node`): the
+	// pod's namespace/name and uid, GitLab's job.runner.gitlab.com/*
+	// annotations, ARC's actions.github.com/* labels (package podpolicy).
+	// The pod's own claims, for people; nothing is decided on them.
+	Job map[string]string `json:"job,omitempty"`
 }
 
 // Event types, the values of Event.Type.

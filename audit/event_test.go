@@ -71,7 +71,7 @@ func TestFieldsMatchTheSchema(t *testing.T) {
 	b, err := json.Marshal(Event{Time: time.Now(), Type: EgressDenied, Session: "s", PID: 1, Comm: "c", Exe: "/e", UID: &uid,
 		Dst: "203.0.113.1", Port: 443, Proto: "tcp", Host: "h.test", Reason: "r", Message: "m", Actor: &uid,
 		Entries: []string{"x.test"}, Exit: &exit, Suppressed: 2, Access: "ptrace", Target: "bash[7]", TargetPID: 7,
-		Prompt: "ab12cd34", Scope: "once", AnsweredBy: "user:alice"})
+		Prompt: "ab12cd34", Scope: "once", AnsweredBy: "user:alice", Job: map[string]string{"pod": "ci/runner"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,3 +57,17 @@ func WalkIDs(fn func(id uint64)) error {
 		return nil
 	})
 }
+
+// IDOf returns the id of the cgroup at the absolute path p, below the
+// cgroup2 mount.
+func IDOf(p string) (uint64, error) {
+	mount, err := Mount()
+	if err != nil {
+		return 0, err
+	}
+	rel, err := filepath.Rel(mount, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return 0, fmt.Errorf("cgroups: %s is not below the cgroup2 mount %s", p, mount)
+	}
+	return cgroupIDOf(mount, rel)
+}

@@ -103,10 +103,14 @@ func (s *Server) watchContainers() {
 	t := time.NewTicker(containerPoll)
 	defer t.Stop()
 	failed := map[string]time.Time{}
+	podErr := ""
 	for n := 1; ; n++ {
 		s.attachContainers(failed)
 		if n%policyPolls == 0 {
 			s.reloadContainerPolicies()
+			if s.cfg.PodPolicies != "" {
+				s.reloadPods(&podErr)
+			}
 		}
 		if n%placementPolls == 0 {
 			s.checkPlacement()

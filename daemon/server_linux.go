@@ -62,7 +62,11 @@ type Config struct {
 	// the label sluice.policy=NAME: name -> allowlist file
 	// (containerpolicy_linux.go).
 	ContainerPolicies map[string]string
-	Version           string
+	// PodPolicies is the directory of a node agent's pod policies, the
+	// mounted ConfigMap (package podpolicy); "" for a daemon that
+	// confines no pods (pods_linux.go).
+	PodPolicies string
+	Version     string
 	// AskTimeout is how long a prompt waits before it is denied
 	// (prompts.DefaultTimeout, five minutes, when zero); only tests
 	// shorten it (the hidden --ask-timeout flag).
@@ -100,7 +104,8 @@ type Server struct {
 	// request in a loop as it can a refused connect.
 	refusals *audit.Limiter
 
-	ctr containerState // container sessions (containers_linux.go)
+	ctr  containerState // container sessions (containers_linux.go)
+	pods podState       // pod sessions, a node agent's (pods_linux.go)
 
 	sessionGID, adminGID     uint32
 	containerCallers         callerns.Rules
@@ -209,6 +214,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("create daemon state directory: %w", err)
 	}
 	s.emit(audit.Event{Type: audit.DaemonStarted, Message: fmt.Sprintf("sluice daemon %s started, allowlist %s (%d entries)", cfg.Version, cfg.AllowlistPath, policy.Len())})
+	if cfg.PodPolicies != "" {
+		if err := s.startPods(); err != nil {
+			s.e.Close()
+			s.audit.Close()
+			return nil, err
+		}
+	}
 	s.adoptAll()
 	// Running containers too, before any waiting event is read, so that
 	// their denials while no daemon ran are told as theirs.

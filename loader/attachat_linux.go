@@ -164,3 +164,11 @@ func (d *Datapath) updateAt() error {
 	}
 	return errors.Join(errs...)
 }
+
+// AttachedAtPinned reports whether the datapath pinned under pinDir is
+// attached at cgroup cgid (AttachAt), without opening it: what the node's
+// fail-closed hook asks of a pod's cgroup.
+func AttachedAtPinned(pinDir string, cgid uint64) bool {
+	_, err := os.Stat(filepath.Join(pinDir, atDir, strconv.FormatUint(cgid, 10), attachments[0].name))
+	return err == nil
+}

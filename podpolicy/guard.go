@@ -69,6 +69,9 @@ func parseGuard(data []byte, policies map[string]bool) (*Guard, error) {
 			return nil, fmt.Errorf("namespace %q: %w", pat, err)
 		}
 		rule := g.Namespaces[pat]
+		if policies == nil {
+			continue // ParseGuard: the policies are not known here
+		}
 		if rule.Default != "" && !policies[rule.Default] {
 			return nil, fmt.Errorf("namespace %q: default policy %q is not in the ConfigMap (no key %s.json)", pat, rule.Default, rule.Default)
 		}
@@ -128,4 +131,25 @@ func (g *Guard) rule(ns string) (Namespace, string, bool) {
 		}
 	}
 	return g.Namespaces[best], best, found
+}
+
+// ParseGuard reads a guard on its own, as the fail-closed hook does from
+// the copy the agent leaves on the host (GuardFile): its patterns and
+// rules are checked, the policies it names are not (the hook has none).
+func ParseGuard(data []byte) (*Guard, error) {
+	return parseGuard(data, nil)
+}
+
+// Guards reports whether namespace ns is guarded.
+func (g *Guard) Guards(ns string) bool {
+	_, _, ok := g.rule(ns)
+	return ok
+}
+
+// Marshal is the guard as namespaces.json, for GuardFile.
+func (g *Guard) Marshal() ([]byte, error) {
+	if g == nil {
+		g = &Guard{Namespaces: map[string]Namespace{}}
+	}
+	return json.MarshalIndent(g, "", "  ")
 }

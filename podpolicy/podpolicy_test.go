@@ -205,3 +205,30 @@ func FuzzParseGuard(f *testing.F) {
 		_ = s.Choose(Pod{Namespace: "agents", Annotations: map[string]string{Annotation: "ci"}})
 	})
 }
+
+func TestGuardRoundTrip(t *testing.T) {
+	s := testSet(t)
+	b, err := s.Guard.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ParseGuard(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ns, want := range map[string]bool{"agents": true, "ci-1": true, "ci-strict-x": true, "open": true, "default": false, "ci": false} {
+		if g.Guards(ns) != want {
+			t.Errorf("Guards(%q) = %v, want %v", ns, !want, want)
+		}
+	}
+	if _, err := ParseGuard([]byte(`{"namespaces": {"a": {"default": "none-such"}}}`)); err != nil {
+		t.Errorf("ParseGuard checked policy names it cannot know: %v", err)
+	}
+	if _, err := ParseGuard([]byte(`{"namespaces": {"A*b": {}}}`)); err == nil {
+		t.Error("ParseGuard took a bad pattern")
+	}
+	var none *Set
+	if b, err := none.guardOrEmpty().Marshal(); err != nil || !strings.Contains(string(b), `"namespaces": {}`) {
+		t.Errorf("empty guard = %s, %v", b, err)
+	}
+}

@@ -159,3 +159,20 @@ func CheckName(name string) error {
 	}
 	return nil
 }
+
+// guardOrEmpty is the set's guard, or one that guards nothing.
+func (s *Set) guardOrEmpty() *Guard {
+	if s == nil || s.Guard == nil {
+		return &Guard{Namespaces: map[string]Namespace{}}
+	}
+	return s.Guard
+}
+
+// GuardJSON is the set's guard as the fail-closed hook reads it
+// (ParseGuard); an empty guard when the set has none.
+func (s *Set) GuardJSON() ([]byte, error) { return s.guardOrEmpty().Marshal() }
+
+// GuardFile is where, below its state directory, the node agent keeps a
+// copy of the guard in force for the fail-closed OCI hook (`sluice node
+// hook`), which the runtime runs on the host with no agent to ask.
+const GuardFile = "node/namespaces.json"

@@ -93,7 +93,15 @@ func pick(flag, file, def string) string {
 	return def
 }
 
-func runDaemon(cmd *cobra.Command, o daemonOptions) error {
+func runDaemon(cmd *cobra.Command, o daemonOptions) error { return serveDaemon(cmd, o, nil) }
+
+// runNode is `sluice node`: the daemon with pod policies and the NRI
+// plugin (node_linux.go).
+func runNode(cmd *cobra.Command, o daemonOptions, n nodeOptions) error {
+	return serveDaemon(cmd, o, &n)
+}
+
+func serveDaemon(cmd *cobra.Command, o daemonOptions, node *nodeOptions) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the daemon needs root")
 	}
@@ -169,12 +177,20 @@ func runDaemon(cmd *cobra.Command, o daemonOptions) error {
 	} else if len(moved) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "sluice daemon: left the cgroup v1 hierarchies %s for their roots, so that sessions outlive this daemon's container\n", strings.Join(moved, " "))
 	}
+	if node != nil {
+		cfg.PodPolicies = node.policies
+	}
 	srv, err := daemon.New(cfg)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 	defer stop()
+	if node != nil {
+		if err := startNode(ctx, cmd, srv, *node); err != nil {
+			return err
+		}
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, unix.SIGHUP)
 	go func() {

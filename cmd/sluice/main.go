@@ -58,7 +58,7 @@ program that ignores HTTP_PROXY cannot get around it.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&socketFlag, "socket", "", "the daemon's API socket (default $SLUICE_SOCKET or /run/sluice/sluice.sock)")
-	root.AddCommand(newRunCmd(), newDaemonCmd(), newCheckCmd(), newCleanupCmd(), newStatusCmd(), newSessionsCmd(),
+	root.AddCommand(newRunCmd(), newDaemonCmd(), newNodeCmd(), newCheckCmd(), newCleanupCmd(), newStatusCmd(), newSessionsCmd(),
 		newEventsCmd(), newPromptsCmd(), newApproveCmd(), newAllowCmd(), newDenyCmd(), newRevokeCmd(), newAdoptCmd(), newSuggestCmd(), newLearnCmd(), newVersionCmd(), newConfineCmd(), newFamiliesCmd(), newManpagesCmd())
 	return root
 }
