@@ -81,6 +81,7 @@ race:
 # no deadline to race. FUZZTIME=60s (or =1000000x) overrides every target.
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(or $(FUZZTIME),200000x) ./allowlist/ </dev/null
+	$(GO) test -run='^$$' -fuzz='^FuzzParseGuard$$' -fuzztime=$(or $(FUZZTIME),100000x) ./podpolicy/ </dev/null
 	$(GO) test -run='^$$' -fuzz='^FuzzFilterAnswer$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/ </dev/null
 	$(GO) test -run='^$$' -fuzz='^FuzzResolve$$' -fuzztime=$(or $(FUZZTIME),300000x) ./dnsresolver/ </dev/null
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(or $(FUZZTIME),400000x) ./dnsresolver/ </dev/null

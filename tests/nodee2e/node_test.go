@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build linux
+
+package nodee2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/tests/criworld"
+	"github.com/sluice-dev/sluice/tests/world"
+)
+
+var dnsAddr = netip.MustParseAddr("203.0.113.53")
+
+// nodeFixture is a world, a containerd node in its client namespace and
+// the agent.
+type nodeFixture struct {
+	w        *world.World
+	dns      *world.DNSServer
+	node     *criworld.Node
+	instance string
+	dir      string
+	state    string
+	audit    string
+	policies string
+	allowed  uint16 // TCP server on AllowedV4 (allowed.test)
+	denied   uint16 // TCP server on DeniedV4 (denied.test)
+	agent    *exec.Cmd
+	log      *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+const guardJSON = `{"namespaces": {
+	"agents": {"default": "agents", "selectable": ["agents", "loopback"]},
+	"ci-*": {"selectable": ["agents"]}
+}}`
+
+func newNodeFixture(t *testing.T) *nodeFixture {
+	t.Helper()
+	w := world.New(t)
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	f := &nodeFixture{w: w, instance: "sluice-n2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), log: &lockedBuffer{}}
+	f.state = "/run/" + f.instance
+	f.audit = filepath.Join(f.dir, "audit.jsonl")
+	f.policies = filepath.Join(f.dir, "policies")
+	if err := os.Mkdir(f.policies, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	zone := world.Zone(map[string][]string{
+		"allowed.test.": {"A " + world.AllowedV4.String()},
+		"denied.test.":  {"A " + world.DeniedV4.String()},
+	})
+	f.dns = w.ServeDNS(t, dnsAddr, zone)
+	f.allowed = w.ListenTCP(t, world.AllowedV4)
+	f.denied = w.ListenTCP(t, world.DeniedV4)
+	f.write(t, filepath.Join(f.dir, "network_allowlist.json"), `{"allowed_hosts": ["allowed.test", "also.test"]}`)
+	f.write(t, filepath.Join(f.policies, "agents.json"), `{"allowed_hosts": ["allowed.test"]}`)
+	f.write(t, filepath.Join(f.policies, "loopback.json"), `{"allowed_hosts": []}`)
+	f.write(t, filepath.Join(f.policies, "namespaces.json"), guardJSON)
+	t.Cleanup(func() {
+		f.stopAgent()
+		c := exec.Command(sluiceBin, "cleanup", "--state-dir", f.state)
+		c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Errorf("sluice cleanup: %v: %s", err, out)
+		}
+	})
+	// The fail-closed hook, as the DaemonSet's docs install it in
+	// containerd's base runtime spec.
+	f.node = criworld.StartNode(t, criworld.NodeOptions{Netns: w.ClientPath(), Hook: &criworld.Hook{
+		Path: sluiceBin, Args: []string{sluiceBin, "node", "hook", "--state-dir", f.state},
+		Env: []string{"SLUICE_INSTANCE=" + f.instance}}})
+	return f
+}
+
+func (f *nodeFixture) write(t *testing.T, path, body string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startAgent runs `sluice node` in the node's network namespace (a
+// DaemonSet's pod has the host network) and waits until containerd has
+// registered it.
+func (f *nodeFixture) startAgent(t *testing.T) {
+	t.Helper()
+	args := []string{"--socket", filepath.Join(f.dir, "sluice.sock"), "node", "--nri-socket", f.node.NRISocket,
+		"--policies", f.policies, "--allowlist", filepath.Join(f.dir, "network_allowlist.json"), "--state-dir", f.state,
+		"--audit-log", f.audit, "--dns-upstream", dnsAddr.String(), "--hook-dir", ""}
+	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
+	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
+	c.Stdout, c.Stderr = f.log, f.log
+	if err := c.Start(); err != nil {
+		t.Fatalf("start sluice node: %v", err)
+	}
+	f.agent = c
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(f.log.String(), "nri: registered with") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("sluice node did not register with containerd: %s", f.log.String())
+}
+
+// stopAgent kills the agent, as a crash or an OOM kill would.
+func (f *nodeFixture) stopAgent() {
+	if f.agent == nil {
+		return
+	}
+	_ = f.agent.Process.Signal(syscall.SIGKILL)
+	_ = f.agent.Wait()
+	f.agent = nil
+}
+
+// pod runs a pod and one container running the image's pause (so that the
+// test execs its probes in it), and returns the container's id or the
+// error that refused it.
+func (f *nodeFixture) pod(t *testing.T, name, ns string, annotations map[string]string) (string, error) {
+	t.Helper()
+	podID, err := f.node.RunPod(t, criworld.PodSpec{Name: name, Namespace: ns, Annotations: annotations,
+		Labels: map[string]string{"actions.github.com/scale-set-name": "agents-set"}})
+	if err != nil {
+		t.Fatalf("run pod %s/%s: %v", ns, name, err)
+	}
+	ctr, err := f.node.CreateContainer(podID, criworld.ContainerSpec{Name: "main"})
+	if err != nil {
+		return "", err
+	}
+	if err := f.node.Start(ctr); err != nil {
+		return "", err
+	}
+	return ctr, nil
+}
+
+// probe runs the probe in the container.
+func (f *nodeFixture) probe(t *testing.T, ctr string, args ...string) world.ProbeResult {
+	t.Helper()
+	for _, a := range args {
+		if ip, err := netip.ParseAddr(a); err == nil && !world.Safe(ip) {
+			t.Fatalf("refusing a probe towards %v", ip)
+		}
+	}
+	out, stderr, code, err := f.node.Exec(ctr, append([]string{"/probe"}, args...)...)
+	if err != nil && code < 0 {
+		t.Fatalf("exec probe %v: %v (%s)", args, err, stderr)
+	}
+	r, perr := world.ParseProbeResult([]byte(out))
+	if perr != nil {
+		t.Fatalf("probe %v: %v (stderr %q)", args, perr, stderr)
+	}
+	t.Logf("probe %s -> %s", strings.Join(args, " "), r.Line)
+	return r
+}
+
+// contactsFrom counts the world's TCP contacts at addr:port since t0.
+func (f *nodeFixture) contacts(addr netip.Addr, port uint16, since time.Time) int {
+	n := 0
+	for _, c := range f.w.Contacts() {
+		if c.Proto == 6 && c.Local == netip.AddrPortFrom(addr, port) && !c.Time.Before(since) {
+			n++
+		}
+	}
+	return n
+}
+
+// connectDenied runs the attack, a plain connect to denied.test's
+// address, and reports whether the world recorded it.
+func (f *nodeFixture) connectDenied(t *testing.T, ctr string) (world.ProbeResult, bool) {
+	t.Helper()
+	t0 := time.Now()
+	r := f.probe(t, ctr, "tcp", world.DeniedV4.String(), strconv.Itoa(int(f.denied)))
+	time.Sleep(100 * time.Millisecond)
+	return r, f.contacts(world.DeniedV4, f.denied, t0) > 0
+}
+
+// lookupAndConnect resolves allowed.test through the DNS the pod would use
+// and connects to the answer.
+func (f *nodeFixture) lookupAndConnect(t *testing.T, ctr, name string, port uint16) (world.ProbeResult, world.ProbeResult) {
+	t.Helper()
+	d := f.probe(t, ctr, "dns", dnsAddr.String(), "53", name, "A", "udp")
+	c := f.probe(t, ctr, "tcp", world.AllowedV4.String(), strconv.Itoa(int(port)))
+	return d, c
+}
+
+func (f *nodeFixture) auditEvents(t *testing.T) []map[string]any {
+	t.Helper()
+	return world.ReadAuditLog(t, f.audit)
+}
+
+// TestPodsOnANode: a pod of a guarded namespace reaches its policy's
+// hosts and nothing else (EPERM, nothing recorded by the world), where the
+// same attack from a pod of an unguarded namespace (the unconfined twin)
+// reaches the denied host; a guarded pod that names no policy it may
+// choose is refused before any container of its own runs; the agent's
+// death leaves running pods confined and the fail-closed hook refuses a
+// guarded pod created meanwhile, while unguarded pods still run; a
+// restarted agent takes its pods up again (Synchronize) and confines new
+// ones. Audit events carry the pod's job identity.
+func TestPodsOnANode(t *testing.T) {
+	f := newNodeFixture(t)
+	f.startAgent(t)
+
+	// The unconfined twin: a pod of an unguarded namespace.
+	web, err := f.pod(t, "web", "web", nil)
+	if err != nil {
+		t.Fatalf("an unguarded pod: %v", err)
+	}
+	if r, arrived := f.connectDenied(t, web); !r.OK || !arrived {
+		t.Fatalf("the unconfined twin did not reach denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+
+	// A guarded pod with its namespace's default policy.
+	agent, err := f.pod(t, "agent", "agents", nil)
+	if err != nil {
+		t.Fatalf("a guarded pod with a default policy: %v\n%s", err, f.log.String())
+	}
+	if r, arrived := f.connectDenied(t, agent); r.OK || r.Errno != "EPERM" || arrived {
+		t.Errorf("the confined pod to denied.test's address: %s (recorded: %v); want EPERM and nothing recorded", r, arrived)
+	}
+	t0 := time.Now()
+	if d, c := f.lookupAndConnect(t, agent, "allowed.test", f.allowed); !d.OK || !c.OK {
+		t.Errorf("the confined pod to allowed.test: lookup %s, connect %s", d, c)
+	}
+	if f.contacts(world.AllowedV4, f.allowed, t0) == 0 {
+		t.Error("the world recorded no connection of the confined pod to allowed.test")
+	}
+	// A name the node allows but the pod's policy does not: never
+	// forwarded upstream.
+	if d := f.probe(t, agent, "dns", dnsAddr.String(), "53", "also.test", "A", "udp"); d.OK && d.Rcode == "NOERROR" {
+		t.Errorf("also.test (the node's, not the pod's policy) resolved: %s", d)
+	}
+	if f.dns.Saw("also.test") {
+		t.Error("also.test was forwarded upstream for a pod whose policy does not allow it")
+	}
+
+	// Annotation choices: one the namespace lets pods choose narrows
+	// further; one it does not is refused with its reason.
+	narrow, err := f.pod(t, "narrow", "agents", map[string]string{"sluice.dev/policy": "loopback"})
+	if err != nil {
+		t.Fatalf("a pod choosing a selectable policy: %v", err)
+	}
+	if _, c := f.lookupAndConnect(t, narrow, "allowed.test", f.allowed); c.OK {
+		t.Errorf("a pod on the loopback policy reached allowed.test: %s", c)
+	}
+	if _, err := f.pod(t, "wide", "agents", map[string]string{"sluice.dev/policy": "wide-open"}); err == nil ||
+		!strings.Contains(err.Error(), "refused by sluice") || !strings.Contains(err.Error(), "does not let its pods choose") {
+		t.Errorf("a pod choosing a policy its namespace does not offer: %v", err)
+	}
+	if _, err := f.pod(t, "job", "ci-7", nil); err == nil || !strings.Contains(err.Error(), "has no default policy") {
+		t.Errorf("a guarded pod naming no policy: %v", err)
+	}
+	if _, err := f.pod(t, "asks", "web", map[string]string{"sluice.dev/policy": "agents"}); err == nil ||
+		!strings.Contains(err.Error(), "not guarded") {
+		t.Errorf("an unguarded pod asking for a policy: %v", err)
+	}
+
+	// The agent dies.
+	f.stopAgent()
+	if r, arrived := f.connectDenied(t, agent); r.OK || arrived {
+		t.Errorf("with the agent down, the confined pod reached denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+	if _, err := f.pod(t, "meanwhile", "agents", nil); err == nil {
+		t.Error("with the agent down, a guarded pod's container was created: the hook must refuse it")
+	} else if !strings.Contains(err.Error(), "namespace agents is guarded") {
+		t.Errorf("with the agent down, a guarded pod refused with %v; want the hook's reason", err)
+	}
+	if _, err := f.pod(t, "web2", "web", nil); err != nil {
+		t.Errorf("with the agent down, an unguarded pod: %v", err)
+	}
+
+	// It comes back: the running pod is its again, a new pod is confined.
+	f.startAgent(t)
+	t0 = time.Now()
+	if d, c := f.lookupAndConnect(t, agent, "allowed.test", f.allowed); !d.OK || !c.OK {
+		t.Errorf("after the agent's restart, the pod to allowed.test: lookup %s, connect %s\n%s", d, c, f.log.String())
+	}
+	if f.contacts(world.AllowedV4, f.allowed, t0) == 0 {
+		t.Error("after the agent's restart, the world recorded no connection to allowed.test")
+	}
+	later, err := f.pod(t, "later", "agents", nil)
+	if err != nil {
+		t.Fatalf("a guarded pod after the restart: %v", err)
+	}
+	if r, arrived := f.connectDenied(t, later); r.OK || arrived {
+		t.Errorf("a pod after the restart reached denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+
+	// The audit log: the refusals and the confinement, with the identity.
+	var started, refused int
+	for _, e := range f.auditEvents(t) {
+		job, _ := e["job"].(map[string]any)
+		switch e["type"] {
+		case "session_started":
+			if job != nil && strings.HasPrefix(job["pod"].(string), "agents/") {
+				started++
+				if job["actions.github.com/scale-set-name"] != "agents-set" {
+					t.Errorf("session_started without the ARC label: %v", e)
+				}
+			}
+		case "session_refused":
+			if job != nil {
+				refused++
+			}
+		}
+	}
+	if started < 3 || refused < 3 {
+		t.Errorf("audit: %d pod sessions started, %d pods refused; want at least 3 and 3", started, refused)
+	}
+}
