@@ -46,11 +46,20 @@ type podState struct {
 	// byName are the live pod sessions and their pods, by session name
 	// (the pod cgroup's name).
 	byName map[string]podEntry
+	// seen are the pods the runtime told of and has not removed, guarded
+	// or not, by pod cgroup: a reload that guards a namespace, or narrows
+	// it to nothing, takes up those of its pods that already run.
+	seen map[string]seenPod
 	// attachMu serialises attaching: the NRI plugin's RunPodSandbox and
 	// CreateContainer for one pod may race.
 	attachMu sync.Mutex
 	started  *prometheus.CounterVec
 	refused  *prometheus.CounterVec
+}
+
+type seenPod struct {
+	pod    podpolicy.Pod
+	parent string
 }
 
 type podEntry struct {
@@ -66,6 +75,7 @@ var ErrPodRefused = errors.New("refused by sluice")
 // directory at start is an error: the agent must not run guarding nothing.
 func (s *Server) startPods() error {
 	s.pods.byName = map[string]podEntry{}
+	s.pods.seen = map[string]seenPod{}
 	s.pods.started = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_pod_sessions_total", Help: "Pods confined on this node, by namespace, policy and CI system (gitlab, arc, or empty).",
 	}, []string{"namespace", "policy", "ci"})
@@ -130,25 +140,53 @@ func (s *Server) PodDecision(pod podpolicy.Pod) podpolicy.Choice {
 // already is one or its namespace is not guarded. An error means the pod
 // must not run: it is refused (ErrPodRefused) or could not be confined.
 func (s *Server) ConfinePod(pod podpolicy.Pod, cgroupParent string) error {
+	return s.confinePod(pod, cgroupParent, false)
+}
+
+// AdoptPod is ConfinePod for a pod that already runs (the runtime's
+// Synchronize at the agent's start, or a reload that guards its
+// namespace): one the policies refuse cannot be stopped from here, so it
+// is held to loopback only, reported, and its new containers are refused.
+func (s *Server) AdoptPod(pod podpolicy.Pod, cgroupParent string) error {
+	return s.confinePod(pod, cgroupParent, true)
+}
+
+func (s *Server) confinePod(pod podpolicy.Pod, cgroupParent string, running bool) error {
+	rel, relErr := containers.PodCgroup(cgroupParent)
+	if relErr == nil {
+		s.pods.mu.Lock()
+		s.pods.seen[rel] = seenPod{pod: pod, parent: cgroupParent}
+		s.pods.mu.Unlock()
+	}
 	choice := s.PodDecision(pod)
 	if !choice.Guarded {
 		return nil
 	}
-	rel, err := containers.PodCgroup(cgroupParent)
-	if err != nil {
-		return s.podRefused(pod, "", fmt.Sprintf("pod %s: %v", pod, err))
+	if relErr != nil {
+		return s.podRefused(pod, "", fmt.Sprintf("pod %s: %v", pod, relErr))
 	}
 	name := filepath.Base(rel)
-	if choice.Refused != "" {
-		return s.podRefused(pod, name, choice.Refused)
-	}
 	s.pods.attachMu.Lock()
 	defer s.pods.attachMu.Unlock()
 	s.pods.mu.Lock()
-	_, known := s.pods.byName[name]
+	e, known := s.pods.byName[name]
 	s.pods.mu.Unlock()
 	if known {
+		if e.choice.Refused != "" {
+			return s.podRefused(pod, name, fmt.Sprintf("%s (the pod is held to loopback only)", e.choice.Refused))
+		}
 		return nil
+	}
+	if choice.Refused != "" && !running {
+		return s.podRefused(pod, name, choice.Refused)
+	}
+	if choice.Refused != "" {
+		held := choice
+		held.Name, held.Policy = "(refused)", loopbackOnly()
+		if err := s.attachPod(pod, held, rel); err != nil {
+			return s.podRefused(pod, name, fmt.Sprintf("running pod %s refused (%s) and not held: %v", pod, choice.Refused, err))
+		}
+		return s.podRefused(pod, name, fmt.Sprintf("running pod %s refused (%s): held to loopback only", pod, choice.Refused))
 	}
 	if err := s.attachPod(pod, choice, rel); err != nil {
 		return s.podRefused(pod, name, fmt.Sprintf("pod %s not confined: %v", pod, err))
@@ -193,7 +231,10 @@ func (s *Server) attachPod(pod podpolicy.Pod, choice podpolicy.Choice, rel strin
 	s.pods.mu.Unlock()
 	s.pods.started.WithLabelValues(pod.Namespace, choice.Name, pod.CI()).Inc()
 	how := "its namespace's default"
-	if choice.ByAnnotation {
+	switch {
+	case choice.Refused != "":
+		how = "refused, held to loopback only: " + choice.Refused
+	case choice.ByAnnotation:
 		how = "annotation " + podpolicy.Annotation
 	}
 	s.emit(audit.Event{Type: audit.SessionStarted, Session: name, UID: &ss.Info.UID, Entries: sessions.PolicyStrings(es), PID: uint32(pid),
@@ -240,6 +281,7 @@ func (s *Server) PodEnded(cgroupParent string) {
 	s.pods.mu.Lock()
 	e, ok := s.pods.byName[filepath.Base(rel)]
 	delete(s.pods.byName, filepath.Base(rel))
+	delete(s.pods.seen, rel)
 	s.pods.mu.Unlock()
 	if ok {
 		_ = e.ss.Enforced().Close()
@@ -268,9 +310,15 @@ func (s *Server) reloadPods(lastErr *string) {
 	if !same {
 		s.pods.set = set
 	}
-	live := make([]podEntry, 0, len(s.pods.byName))
-	for _, e := range s.pods.byName {
-		live = append(live, e)
+	live := make(map[string]podEntry, len(s.pods.byName))
+	for name, e := range s.pods.byName {
+		live[name] = e
+	}
+	var others []seenPod
+	for rel, sp := range s.pods.seen {
+		if _, ok := live[filepath.Base(rel)]; !ok {
+			others = append(others, sp)
+		}
 	}
 	s.pods.mu.Unlock()
 	if same {
@@ -282,8 +330,17 @@ func (s *Server) reloadPods(lastErr *string) {
 	s.metrics.policy.WithLabelValues("applied").Inc()
 	machine := s.machine.Load()
 	var notes []string
-	for _, e := range live {
+	for name, e := range live {
 		c := set.Choose(e.pod)
+		s.pods.mu.Lock()
+		if cur, ok := s.pods.byName[name]; ok && cur.ss == e.ss {
+			cur.choice = c
+			if !c.Guarded {
+				cur.choice.Refused = "its namespace is no longer guarded"
+			}
+			s.pods.byName[name] = cur
+		}
+		s.pods.mu.Unlock()
 		var p *allowlist.Policy
 		switch {
 		case !c.Guarded || c.Refused != "":
@@ -307,9 +364,19 @@ func (s *Server) reloadPods(lastErr *string) {
 			r.Prune()
 		}
 	}
+	// Pods that run unconfined: those of a namespace the reload guards
+	// are taken up now, not at their next container.
+	for _, sp := range others {
+		if err := s.AdoptPod(sp.pod, sp.parent); err != nil {
+			notes = append(notes, fmt.Sprintf("%s: %v", sp.pod, err))
+		} else if set.Choose(sp.pod).Guarded {
+			notes = append(notes, fmt.Sprintf("%s: newly guarded, confined", sp.pod))
+		}
+	}
 	msg := fmt.Sprintf("pod policies reloaded from %s: %s; applied to %d pod sessions", s.cfg.PodPolicies, describeSet(set), len(live))
 	if len(notes) > 0 {
 		msg += " (" + strings.Join(notes, "; ") + ")"
 	}
+	s.logf("%s", msg)
 	s.emit(audit.Event{Type: audit.PolicyChanged, Message: msg})
 }

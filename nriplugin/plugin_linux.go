@@ -18,6 +18,10 @@ type Pods interface {
 	// ConfinePod confines the pod (a no-op for a pod that needs nothing
 	// or already is); an error means the pod must not run.
 	ConfinePod(pod podpolicy.Pod, cgroupParent string) error
+	// AdoptPod is ConfinePod for a pod that already runs and so cannot
+	// be refused any more: one that gets no policy is held to loopback
+	// only; the error reports it.
+	AdoptPod(pod podpolicy.Pod, cgroupParent string) error
 	// PodEnded tells of a pod the runtime removed.
 	PodEnded(cgroupParent string)
 }
@@ -105,10 +109,11 @@ func (p *plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 	return api.MustParseEventMask("RunPodSandbox", "CreateContainer", "RemovePodSandbox"), nil
 }
 
-// Synchronize confines every running pod (an agent that just started).
+// Synchronize confines every running pod (an agent that just started); a
+// guarded one that gets no policy is held to loopback only.
 func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	for _, pod := range pods {
-		if err := p.pods.ConfinePod(podOf(pod), pod.GetLinux().GetCgroupParent()); err != nil {
+		if err := p.pods.AdoptPod(podOf(pod), pod.GetLinux().GetCgroupParent()); err != nil {
 			p.logf("nri: running pod %s/%s: %v", pod.GetNamespace(), pod.GetName(), err)
 		}
 	}

@@ -9,6 +9,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -41,6 +44,7 @@ type nodeFixture struct {
 	denied   uint16 // TCP server on DeniedV4 (denied.test)
 	agent    *exec.Cmd
 	log      *lockedBuffer
+	metrics  string // the agent's metrics address, on the node's loopback
 }
 
 type lockedBuffer struct {
@@ -72,6 +76,7 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 	_, _ = rand.Read(rnd[:])
 	f := &nodeFixture{w: w, instance: "sluice-n2e-" + hex.EncodeToString(rnd[:]), dir: t.TempDir(), log: &lockedBuffer{}}
 	f.state = "/run/" + f.instance
+	f.metrics = fmt.Sprintf("127.0.0.1:%d", 20000+int(rnd[0])<<4|int(rnd[1]&15))
 	f.audit = filepath.Join(f.dir, "audit.jsonl")
 	f.policies = filepath.Join(f.dir, "policies")
 	if err := os.Mkdir(f.policies, 0o755); err != nil {
@@ -122,7 +127,7 @@ func (f *nodeFixture) startAgent(t *testing.T) {
 	t.Helper()
 	args := []string{"--socket", filepath.Join(f.dir, "sluice.sock"), "node", "--nri-socket", f.node.NRISocket,
 		"--policies", f.policies, "--allowlist", filepath.Join(f.dir, "network_allowlist.json"), "--state-dir", f.state,
-		"--audit-log", f.audit, "--dns-upstream", dnsAddr.String(), "--hook-dir", ""}
+		"--audit-log", f.audit, "--dns-upstream", dnsAddr.String(), "--hook-dir", "", "--metrics-addr", f.metrics}
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
 	c.Stdout, c.Stderr = f.log, f.log
@@ -155,12 +160,25 @@ func (f *nodeFixture) stopAgent() {
 // error that refused it.
 func (f *nodeFixture) pod(t *testing.T, name, ns string, annotations map[string]string) (string, error) {
 	t.Helper()
+	_, ctr, err := f.podAndContainer(t, name, ns, annotations)
+	return ctr, err
+}
+
+// podAndContainer is pod, with the pod's id.
+func (f *nodeFixture) podAndContainer(t *testing.T, name, ns string, annotations map[string]string) (string, string, error) {
+	t.Helper()
 	podID, err := f.node.RunPod(t, criworld.PodSpec{Name: name, Namespace: ns, Annotations: annotations,
 		Labels: map[string]string{"actions.github.com/scale-set-name": "agents-set"}})
 	if err != nil {
 		t.Fatalf("run pod %s/%s: %v", ns, name, err)
 	}
-	ctr, err := f.node.CreateContainer(podID, criworld.ContainerSpec{Name: "main"})
+	ctr, err := f.container(podID, "main")
+	return podID, ctr, err
+}
+
+// container creates and starts one more container in a pod.
+func (f *nodeFixture) container(podID, name string) (string, error) {
+	ctr, err := f.node.CreateContainer(podID, criworld.ContainerSpec{Name: name})
 	if err != nil {
 		return "", err
 	}
@@ -220,6 +238,41 @@ func (f *nodeFixture) lookupAndConnect(t *testing.T, ctr, name string, port uint
 	return d, c
 }
 
+// scrape reads the agent's metrics, from the node's network namespace.
+func (f *nodeFixture) scrape(t *testing.T) string {
+	t.Helper()
+	var body []byte
+	err := f.w.InClient(func() error {
+		c, err := net.DialTimeout("tcp", f.metrics, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", f.metrics); err != nil {
+			return err
+		}
+		body, err = io.ReadAll(c)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("scrape the agent's metrics: %v", err)
+	}
+	return string(body)
+}
+
+// metricAtLeast reports whether the exposition has the series with a
+// value of at least min.
+func metricAtLeast(exposition, series string, min float64) bool {
+	for _, l := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && f >= min
+		}
+	}
+	return false
+}
+
 func (f *nodeFixture) auditEvents(t *testing.T) []map[string]any {
 	t.Helper()
 	return world.ReadAuditLog(t, f.audit)
@@ -229,14 +282,41 @@ func (f *nodeFixture) auditEvents(t *testing.T) []map[string]any {
 // hosts and nothing else (EPERM, nothing recorded by the world), where the
 // same attack from a pod of an unguarded namespace (the unconfined twin)
 // reaches the denied host; a guarded pod that names no policy it may
-// choose is refused before any container of its own runs; the agent's
-// death leaves running pods confined and the fail-closed hook refuses a
-// guarded pod created meanwhile, while unguarded pods still run; a
-// restarted agent takes its pods up again (Synchronize) and confines new
-// ones. Audit events carry the pod's job identity.
+// choose is refused before any container of its own runs; a guarded pod
+// that already ran before the agent (so could not be refused) is held to
+// loopback only when the agent starts, and its new containers are refused;
+// a reload that guards a namespace confines its running pods at once; the
+// agent's death leaves running pods confined and the fail-closed hook
+// refuses a guarded pod created meanwhile, while unguarded pods still run;
+// a restarted agent takes its pods up again (Synchronize) and confines new
+// ones. Audit events carry the pod's job identity, the metrics count pods
+// by namespace, policy and CI system.
 func TestPodsOnANode(t *testing.T) {
 	f := newNodeFixture(t)
+
+	// A pod of a guarded namespace with no default policy that already
+	// runs before the agent ever ran on this node (the hook has no guard
+	// yet): it reaches denied.test's address.
+	earlyPod, early, err := f.podAndContainer(t, "early", "ci-9", nil)
+	if err != nil {
+		t.Fatalf("a pod before the agent: %v", err)
+	}
+	if r, arrived := f.connectDenied(t, early); !r.OK || !arrived {
+		t.Fatalf("before the agent, the pod did not reach denied.test's address: %s (recorded: %v)", r, arrived)
+	}
 	f.startAgent(t)
+	// The agent's start takes it up (Synchronize): it cannot be refused
+	// any more, so it is held to loopback only, and its new containers are
+	// refused.
+	if r, arrived := f.connectDenied(t, early); r.OK || r.Errno != "EPERM" || arrived {
+		t.Errorf("a running pod the policies refuse, after the agent's start: %s (recorded: %v); want EPERM and nothing recorded", r, arrived)
+	}
+	if _, c := f.lookupAndConnect(t, early, "allowed.test", f.allowed); c.OK {
+		t.Errorf("a running pod held to loopback reached allowed.test: %s", c)
+	}
+	if _, err := f.container(earlyPod, "second"); err == nil || !strings.Contains(err.Error(), "held to loopback only") {
+		t.Errorf("a new container of a pod held to loopback: %v; want it refused", err)
+	}
 
 	// The unconfined twin: a pod of an unguarded namespace.
 	web, err := f.pod(t, "web", "web", nil)
@@ -292,6 +372,28 @@ func TestPodsOnANode(t *testing.T) {
 		t.Errorf("an unguarded pod asking for a policy: %v", err)
 	}
 
+	// A reload that guards a namespace takes up its running pods at once.
+	late, err := f.pod(t, "late", "late", nil)
+	if err != nil {
+		t.Fatalf("a pod of a namespace not yet guarded: %v", err)
+	}
+	if r, arrived := f.connectDenied(t, late); !r.OK || !arrived {
+		t.Fatalf("a pod of a namespace not yet guarded did not reach denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+	f.write(t, filepath.Join(f.policies, "namespaces.json"), strings.Replace(guardJSON, `"ci-*"`, `"late": {"default": "agents"},
+	"ci-*"`, 1))
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(f.log.String(), "newly guarded") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r, arrived := f.connectDenied(t, late); r.OK || r.Errno != "EPERM" || arrived {
+		t.Errorf("after the reload that guards its namespace, the pod to denied.test's address: %s (recorded: %v); want EPERM, nothing recorded\n%s", r, arrived, f.log.String())
+	}
+	t0 = time.Now()
+	if d, c := f.lookupAndConnect(t, late, "allowed.test", f.allowed); !d.OK || !c.OK || f.contacts(world.AllowedV4, f.allowed, t0) == 0 {
+		t.Errorf("after the reload, the newly guarded pod to allowed.test: lookup %s, connect %s", d, c)
+	}
+
 	// The agent dies.
 	f.stopAgent()
 	if r, arrived := f.connectDenied(t, agent); r.OK || arrived {
@@ -321,6 +423,16 @@ func TestPodsOnANode(t *testing.T) {
 	}
 	if r, arrived := f.connectDenied(t, later); r.OK || arrived {
 		t.Errorf("a pod after the restart reached denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+
+	// The metrics, by namespace, policy and CI system (since the restart:
+	// Synchronize took up the running pods, one held to loopback).
+	m := f.scrape(t)
+	for _, series := range []string{`sluice_pod_sessions_total{ci="arc",namespace="agents",policy="agents"}`,
+		`sluice_pods_refused_total{ci="arc",namespace="ci-9"}`} {
+		if !metricAtLeast(m, series, 1) {
+			t.Errorf("the agent's metrics lack %s >= 1:\n%s", series, m)
+		}
 	}
 
 	// The audit log: the refusals and the confinement, with the identity.
