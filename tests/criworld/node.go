@@ -172,6 +172,19 @@ func (n *Node) start() error {
 	}
 }
 
+// Restart stops containerd (SIGTERM, as systemd does) and starts it
+// again; the shims, and so the pods, keep running.
+func (n *Node) Restart() error {
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(20 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.exited
+	}
+	return n.start()
+}
+
 // tail is the end of containerd's log, for errors.
 func (n *Node) tail() string {
 	b, _ := os.ReadFile(n.Log)

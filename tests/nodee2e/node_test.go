@@ -285,11 +285,13 @@ func (f *nodeFixture) auditEvents(t *testing.T) []map[string]any {
 // choose is refused before any container of its own runs; a guarded pod
 // that already ran before the agent (so could not be refused) is held to
 // loopback only when the agent starts, and its new containers are refused;
-// a reload that guards a namespace confines its running pods at once; the
-// agent's death leaves running pods confined and the fail-closed hook
+// a reload that guards a namespace confines its running pods at once;
+// containerd's restart keeps pods confined and the agent registers again;
+// the agent's death leaves running pods confined and the fail-closed hook
 // refuses a guarded pod created meanwhile, while unguarded pods still run;
 // a restarted agent takes its pods up again (Synchronize) and confines new
-// ones. Audit events carry the pod's job identity, the metrics count pods
+// ones. Audit events carry the pod's job identity and the pods' denials,
+// the metrics count pods
 // by namespace, policy and CI system.
 func TestPodsOnANode(t *testing.T) {
 	f := newNodeFixture(t)
@@ -394,6 +396,28 @@ func TestPodsOnANode(t *testing.T) {
 		t.Errorf("after the reload, the newly guarded pod to allowed.test: lookup %s, connect %s", d, c)
 	}
 
+	// containerd restarts (an upgrade): the pods run on, confined, and the
+	// agent's plugin registers again.
+	registered := strings.Count(f.log.String(), "nri: registered with")
+	if err := f.node.Restart(); err != nil {
+		t.Fatalf("restart containerd: %v", err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for strings.Count(f.log.String(), "nri: registered with") == registered && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Count(f.log.String(), "nri: registered with") == registered {
+		t.Fatalf("the agent did not register again after containerd's restart:\n%s", f.log.String())
+	}
+	if r, arrived := f.connectDenied(t, agent); r.OK || arrived {
+		t.Errorf("after containerd's restart, the confined pod reached denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+	if again, err := f.pod(t, "again", "agents", nil); err != nil {
+		t.Errorf("a guarded pod after containerd's restart: %v\n%s", err, f.log.String())
+	} else if r, arrived := f.connectDenied(t, again); r.OK || arrived {
+		t.Errorf("a pod made after containerd's restart reached denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+
 	// The agent dies.
 	f.stopAgent()
 	if r, arrived := f.connectDenied(t, agent); r.OK || arrived {
@@ -436,10 +460,14 @@ func TestPodsOnANode(t *testing.T) {
 	}
 
 	// The audit log: the refusals and the confinement, with the identity.
-	var started, refused int
+	var started, refused, denied int
 	for _, e := range f.auditEvents(t) {
 		job, _ := e["job"].(map[string]any)
 		switch e["type"] {
+		case "egress_denied":
+			if sess, _ := e["session"].(string); strings.HasPrefix(sess, "pod") && e["dst"] == world.DeniedV4.String() {
+				denied++
+			}
 		case "session_started":
 			if job != nil && strings.HasPrefix(job["pod"].(string), "agents/") {
 				started++
@@ -452,6 +480,9 @@ func TestPodsOnANode(t *testing.T) {
 				refused++
 			}
 		}
+	}
+	if denied == 0 {
+		t.Error("audit: no egress_denied of a pod's session to denied.test's address")
 	}
 	if started < 3 || refused < 3 {
 		t.Errorf("audit: %d pod sessions started, %d pods refused; want at least 3 and 3", started, refused)
