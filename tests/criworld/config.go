@@ -53,6 +53,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     # own (this machine refuses that).
     restrict_oom_score_adj = true
     enable_cdi = false
+    # Pods' network namespaces are pinned below the node's state
+    # directory, not in the machine's /var/run/netns, so that a node's
+    # cleanup finds them and ip netns never lists them.
+    netns_mounts_under_state_dir = true
 
     [plugins."io.containerd.cri.v1.runtime".containerd]
       default_runtime_name = "runc"
@@ -68,7 +72,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
           SystemdCgroup = false
 
     [plugins."io.containerd.cri.v1.runtime".cni]
-      bin_dir = %[12]s
+      # Version 3 reads bin_dirs only (bin_dir is migrated from version 2
+      # configs alone), else it searches /opt/cni/bin.
+      bin_dirs = [%[12]s]
       conf_dir = %[13]s
 
   [plugins."io.containerd.grpc.v1.cri"]

@@ -5,11 +5,14 @@
 package criworld
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/sluice-dev/sluice/tests/needs"
 	"github.com/sluice-dev/sluice/tests/world"
@@ -113,6 +116,133 @@ func TestPodsAsAKubeletMakesThem(t *testing.T) {
 			t.Errorf("the removed pod's cgroup is still there: %v", err)
 		}
 	}
+}
+
+// TestPodWithItsOwnNetwork: a pod with its own network namespace, as most
+// Kubernetes pods have, wired by CNI (ptp, host-local) to the namespace
+// containerd runs in: its container is in the pod's namespace, not the
+// client's; a probe exec'd there reaches a world server, which sees the
+// pod's own address (routed, not masqueraded); removing the pod releases
+// its veth, its pinned namespace, its address and libcni's cache entry.
+func TestPodWithItsOwnNetwork(t *testing.T) {
+	w := world.New(t)
+	cidr := netip.MustParsePrefix("198.51.100.128/25")
+	if err := w.RouteToClient(cidr); err != nil {
+		t.Fatal(err)
+	}
+	n := StartNode(t, NodeOptions{Netns: w.ClientPath(), PodCIDR: cidr.String()})
+	before := clientVeths(t, w)
+
+	pod, err := n.RunPod(t, PodSpec{Name: "own", Namespace: "ns1", OwnNetwork: true})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, n.tail())
+	}
+	ip, err := n.PodIP(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CIDR's first address is the gateway on the host ends.
+	if !cidr.Contains(ip) || ip == cidr.Addr().Next() || ip == cidr.Addr() {
+		t.Errorf("the pod's IP %v is not a pod address of %v", ip, cidr)
+	}
+	if got := clientVeths(t, w); len(got) != len(before)+1 {
+		t.Errorf("veths in the client namespace with the pod: %v, before %v; want one more", got, before)
+	}
+	if m := n.NetnsMounts(); len(m) != 1 {
+		t.Errorf("pinned pod namespaces below the node: %v, want one", m)
+	}
+	ctr, err := n.CreateContainer(pod, ContainerSpec{Name: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(ctr); err != nil {
+		t.Fatalf("%v\n%s", err, n.tail())
+	}
+	pid, err := n.ContainerPID(ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podNS, err := n.PodNetns(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same(t, "/proc/"+itoa(pid)+"/ns/net", w.ClientPath()) {
+		t.Errorf("the container runs in the client namespace, not its pod's")
+	}
+	if !same(t, "/proc/"+itoa(pid)+"/ns/net", podNS) {
+		t.Errorf("the container is not in its pod's network namespace %s", podNS)
+	}
+
+	port := w.ListenTCP(t, world.AllowedV4)
+	out, stderr, code, err := n.Exec(ctr, "/probe", "tcp", world.AllowedV4.String(), itoa(int(port)))
+	if err != nil && code < 0 {
+		t.Fatalf("exec: %v (%s)", err, stderr)
+	}
+	r, err := world.ParseProbeResult([]byte(out))
+	if err != nil || !r.OK {
+		t.Errorf("the probe in the pod: %v %v (stderr %q)", r, err, stderr)
+	}
+	var from []netip.AddrPort
+	for _, c := range w.Contacts() {
+		if c.Local.Port() == port {
+			from = append(from, c.Remote)
+		}
+	}
+	if len(from) != 1 || from[0].Addr() != ip {
+		t.Errorf("the world's server saw %v, want one connection from the pod's %v", from, ip)
+	}
+
+	if err := n.StopPod(pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RemovePod(pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := clientVeths(t, w); len(got) != len(before) {
+		t.Errorf("veths in the client namespace after the pod: %v, before %v", got, before)
+	}
+	if m := n.NetnsMounts(); len(m) != 0 {
+		t.Errorf("pinned pod namespaces left below the node: %v", m)
+	}
+	if f := n.CNICacheFiles(); len(f) != 0 {
+		t.Errorf("libcni's cache still holds the pod: %v", f)
+	}
+	// host-local keeps one file per address in use, named by it.
+	if _, err := os.Stat(filepath.Join(n.Dir, "cni/ipam", n.CNINetwork, ip.String())); !os.IsNotExist(err) {
+		t.Errorf("the pod's address %v is still allocated: %v", ip, err)
+	}
+}
+
+// clientVeths are the names of the veths in the client namespace.
+func clientVeths(t *testing.T, w *world.World) []string {
+	t.Helper()
+	var names []string
+	if err := w.InClient(func() error {
+		links, err := netlink.LinkList()
+		for _, l := range links {
+			if l.Type() == "veth" {
+				names = append(names, l.Attrs().Name)
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// same reports whether two namespace files are the same namespace.
+func same(t *testing.T, a, b string) bool {
+	t.Helper()
+	fa, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.SameFile(fa, fb)
 }
 
 func cgroupV2Mount() (string, error) {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,13 @@ type NodeOptions struct {
 	PodAnnotations []string
 	// ImageFiles are added to the test image beside /pause and /probe.
 	ImageFiles []ImageFile
+	// PodCIDR, e.g. "198.51.100.128/25", gives the node a pod network
+	// through CNI (ptp and host-local), for pods with their own network
+	// namespace (PodSpec.OwnNetwork): the pods' veths end in Netns, which
+	// must be set, their default route is the CIDR's first address there.
+	// For replies from the world, route the CIDR back to the client
+	// (world.RouteToClient). "": no pod network, host-network pods only.
+	PodCIDR string
 }
 
 // Node is one running containerd with its CRI plugin.
@@ -63,14 +71,22 @@ type Node struct {
 	BaseSpec  string // "" without a hook
 	Log       string
 	PID       int
+	// PodCIDR is the pod network's range; invalid without one.
+	PodCIDR netip.Prefix
+	// CNINetwork is the pod network's name, unique to the node; "":
+	// none.
+	CNINetwork string
 
 	t       testing.TB
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	crictlC string
-	pods    map[string]string // pod id -> its config file
-	uids    []string          // pod uids whose cgroups the node removes
-	seq     int
+	pods    map[string]podInfo
+	// cniMadeDirs are libcni's cache directories that were missing when
+	// the node started, for its cleanup to remove when empty.
+	cniMadeDirs []string
+	uids        []string // pod uids whose cgroups the node removes
+	seq         int
 }
 
 // StartTimeout bounds containerd's start and the image's import.
@@ -89,13 +105,24 @@ func StartNode(t testing.TB, o NodeOptions) *Node {
 	}
 	n := &Node{Bins: bins, Dir: dir, Socket: filepath.Join(dir, "containerd.sock"), NRISocket: o.NRISocket,
 		NetnsPath: o.Netns, Config: filepath.Join(dir, "config.toml"), Log: filepath.Join(dir, "containerd.log"),
-		t: t, pods: map[string]string{}}
+		t: t, pods: map[string]podInfo{}}
 	if n.NRISocket == "" {
 		n.NRISocket = filepath.Join(dir, "nri.sock")
 	}
 	t.Cleanup(n.cleanup)
-	for _, d := range []string{"root", "state", "opt", "runc", "cni/bin", "cni/net.d", "nri/plugins", "nri/conf.d", "logs"} {
+	for _, d := range []string{"root", "state", "opt", "runc", "cni/bin", "cni/net.d", "cni/ipam", "nri/plugins", "nri/conf.d", "logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatalf("criworld: %v", err)
+		}
+	}
+	if o.PodCIDR != "" {
+		if n.PodCIDR, err = podNetwork(o); err != nil {
+			t.Fatalf("criworld: %v", err)
+		}
+		n.CNINetwork = filepath.Base(dir)
+		n.cniMadeDirs = missingCNICacheDirs()
+		// Before containerd starts, so its CRI finds the network ready.
+		if err := n.writeCNI(); err != nil {
 			t.Fatalf("criworld: %v", err)
 		}
 	}
@@ -246,9 +273,11 @@ func (n *Node) ctr(args ...string) (string, error) {
 	return run(60*time.Second, n.Bins.Ctr, append([]string{"--address", n.Socket, "--namespace", "k8s.io"}, args...)...)
 }
 
-// cleanup removes what the node made: pods, containerd, its shims and
-// their processes, mounts below its directory, the pods' cgroups, the
-// directory.
+// cleanup removes what the node made: pods (containerd still runs, so
+// CNI DEL releases their veths and addresses), containerd, its shims and
+// their processes, mounts below its directory (the pods' network
+// namespaces among them), the pods' cgroups, libcni's cache of its
+// network, the directory.
 func (n *Node) cleanup() {
 	if n.cmd != nil {
 		if out, err := n.crictl("pods", "-q"); err == nil {
@@ -270,6 +299,7 @@ func (n *Node) cleanup() {
 		removePodCgroups(PodCgroupParent(uid))
 	}
 	unmountBelow(n.Dir)
+	n.removeCNICache()
 	if err := os.RemoveAll(n.Dir); err != nil {
 		n.t.Errorf("criworld: remove %s: %v", n.Dir, err)
 	}

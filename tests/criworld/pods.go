@@ -25,6 +25,16 @@ type PodSpec struct {
 	UID             string // "": a random one
 	Annotations     map[string]string
 	Labels          map[string]string
+	// OwnNetwork gives the pod its own network namespace through the
+	// node's CNI network (NodeOptions.PodCIDR), as most Kubernetes pods
+	// have; false: the host network of containerd's namespace.
+	OwnNetwork bool
+}
+
+// podInfo is what the node keeps of a pod it ran.
+type podInfo struct {
+	config     string // its sandbox config file, for crictl create
+	ownNetwork bool
 }
 
 // ContainerSpec is what a kubelet puts in a container's CRI config.
@@ -42,13 +52,29 @@ type ContainerSpec struct {
 // gives a BestEffort pod.
 func PodCgroupParent(uid string) string { return "/kubepods/besteffort/pod" + uid }
 
-// Host-network pods: CRI's NamespaceMode NODE.
-const namespaceNode = 2
+// CRI's NamespaceMode: POD, a namespace of the pod's own (its containers
+// share it); NODE, the host's (containerd's).
+const (
+	namespacePod  = 0
+	namespaceNode = 2
+)
 
-// RunPod runs a pod sandbox (crictl runp) with the host network, in the
-// kubelet's cgroup layout, and returns its id.
+// networkMode is the CRI network mode of a pod, and so of its containers.
+func networkMode(own bool) int {
+	if own {
+		return namespacePod
+	}
+	return namespaceNode
+}
+
+// RunPod runs a pod sandbox (crictl runp) with the host network, or its
+// own through CNI (p.OwnNetwork), in the kubelet's cgroup layout, and
+// returns its id.
 func (n *Node) RunPod(t testing.TB, p PodSpec) (string, error) {
 	t.Helper()
+	if p.OwnNetwork && n.CNINetwork == "" {
+		return "", fmt.Errorf("run pod %s/%s: its own network needs a node with a pod network (NodeOptions.PodCIDR)", p.Namespace, p.Name)
+	}
 	if p.UID == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -66,7 +92,7 @@ func (n *Node) RunPod(t testing.TB, p PodSpec) (string, error) {
 		"labels":        p.Labels,
 		"linux": map[string]any{
 			"cgroup_parent":    PodCgroupParent(p.UID),
-			"security_context": map[string]any{"namespace_options": map[string]any{"network": namespaceNode}},
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": networkMode(p.OwnNetwork)}},
 		},
 	}
 	path := filepath.Join(n.Dir, fmt.Sprintf("pod-%d.json", n.seq))
@@ -81,14 +107,14 @@ func (n *Node) RunPod(t testing.TB, p PodSpec) (string, error) {
 		return "", fmt.Errorf("run pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	id := strings.TrimSpace(out)
-	n.pods[id] = path
+	n.pods[id] = podInfo{config: path, ownNetwork: p.OwnNetwork}
 	return id, nil
 }
 
 // CreateContainer creates a container in a pod (crictl create) and returns
 // its id; the error is the runtime's (an NRI plugin's refusal among them).
 func (n *Node) CreateContainer(podID string, c ContainerSpec) (string, error) {
-	podCfg, ok := n.pods[podID]
+	pod, ok := n.pods[podID]
 	if !ok {
 		return "", fmt.Errorf("no pod %s on this node", podID)
 	}
@@ -113,14 +139,15 @@ func (n *Node) CreateContainer(podID string, c ContainerSpec) (string, error) {
 		"labels":      c.Labels,
 		"log_path":    fmt.Sprintf("%s-%d.log", c.Name, n.seq),
 		"linux": map[string]any{
-			"security_context": map[string]any{"namespace_options": map[string]any{"network": namespaceNode}},
+			// A container shares its pod's network, as a kubelet asks.
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": networkMode(pod.ownNetwork)}},
 		},
 	}
 	path := filepath.Join(n.Dir, fmt.Sprintf("ctr-%d.json", n.seq))
 	if err := writeJSON(path, cfg); err != nil {
 		return "", err
 	}
-	out, err := n.crictl("create", podID, path, podCfg)
+	out, err := n.crictl("create", podID, path, pod.config)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", c.Name, err)
 	}

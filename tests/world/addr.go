@@ -55,3 +55,23 @@ func Safe(a netip.Addr) bool {
 	}
 	return false
 }
+
+// SafePrefix reports whether every address of p is Safe and p is not a
+// loopback prefix (routes and pod networks must not claim loopback).
+func SafePrefix(p netip.Prefix) bool {
+	if !p.IsValid() {
+		return false
+	}
+	p = p.Masked()
+	return !p.Addr().IsLoopback() && Safe(p.Addr()) && Safe(lastAddr(p))
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

@@ -36,7 +36,11 @@
 //     namespaces, so the world is usable as soon as New returns; New still
 //     waits (bounded) until no address is tentative.
 //   - The client keeps the kernel's connected routes for the link prefixes
-//     besides its two default routes: there is no other route anywhere.
+//     besides its two default routes: there is no other route anywhere,
+//     unless a test puts addresses behind the client (a node's pods in
+//     their own namespaces): RouteToClient then routes their prefix in the
+//     world via the client and turns on forwarding in the client namespace
+//     only, so replies reach them and the servers see their own addresses.
 //   - The world has net.ipv4.tcp_fastopen=3 and TFO-enabled TCP servers, so
 //     a repeated TCP Fast Open attempt really carries data in its SYN.
 //     net.ipv6.conf.all.seg6_enabled=0 (the default) in the world: packets
