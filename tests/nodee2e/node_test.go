@@ -45,7 +45,14 @@ type nodeFixture struct {
 	agent    *exec.Cmd
 	log      *lockedBuffer
 	metrics  string // the agent's metrics address, on the node's loopback
+	own      bool   // pods get their own network namespace (CNI)
+	syncs    int    // the agent's Synchronize lines seen so far
 }
+
+// podCIDR is the pod network of the node: pods with their own network
+// namespace, routed (not masqueraded) to the world, so the world records
+// each pod's own address.
+var podCIDR = netip.MustParsePrefix("198.51.100.128/25")
 
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -103,7 +110,10 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 	})
 	// The fail-closed hook, as the DaemonSet's docs install it in
 	// containerd's base runtime spec.
-	f.node = criworld.StartNode(t, criworld.NodeOptions{Netns: w.ClientPath(), Hook: &criworld.Hook{
+	if err := w.RouteToClient(podCIDR); err != nil {
+		t.Fatal(err)
+	}
+	f.node = criworld.StartNode(t, criworld.NodeOptions{Netns: w.ClientPath(), PodCIDR: podCIDR.String(), Hook: &criworld.Hook{
 		Path: sluiceBin, Args: []string{sluiceBin, "node", "hook", "--state-dir", f.state},
 		Env: []string{"SLUICE_INSTANCE=" + f.instance}}})
 	return f
@@ -122,7 +132,7 @@ func (f *nodeFixture) write(t *testing.T, path, body string) {
 
 // startAgent runs `sluice node` in the node's network namespace (a
 // DaemonSet's pod has the host network) and waits until containerd has
-// registered it.
+// registered it and handed it the running pods.
 func (f *nodeFixture) startAgent(t *testing.T) {
 	t.Helper()
 	args := []string{"--socket", filepath.Join(f.dir, "sluice.sock"), "node", "--nri-socket", f.node.NRISocket,
@@ -137,7 +147,9 @@ func (f *nodeFixture) startAgent(t *testing.T) {
 	f.agent = c
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if strings.Contains(f.log.String(), "nri: registered with") {
+		// Synchronize has taken up the running pods when this is logged.
+		if strings.Count(f.log.String(), "nri: synchronized with") > f.syncs {
+			f.syncs++
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -167,7 +179,7 @@ func (f *nodeFixture) pod(t *testing.T, name, ns string, annotations map[string]
 // podAndContainer is pod, with the pod's id.
 func (f *nodeFixture) podAndContainer(t *testing.T, name, ns string, annotations map[string]string) (string, string, error) {
 	t.Helper()
-	podID, err := f.node.RunPod(t, criworld.PodSpec{Name: name, Namespace: ns, Annotations: annotations,
+	podID, err := f.node.RunPod(t, criworld.PodSpec{Name: name, Namespace: ns, Annotations: annotations, OwnNetwork: f.own,
 		Labels: map[string]string{"actions.github.com/scale-set-name": "agents-set"}})
 	if err != nil {
 		t.Fatalf("run pod %s/%s: %v", ns, name, err)
@@ -398,17 +410,17 @@ func TestPodsOnANode(t *testing.T) {
 
 	// containerd restarts (an upgrade): the pods run on, confined, and the
 	// agent's plugin registers again.
-	registered := strings.Count(f.log.String(), "nri: registered with")
 	if err := f.node.Restart(); err != nil {
 		t.Fatalf("restart containerd: %v", err)
 	}
 	deadline = time.Now().Add(30 * time.Second)
-	for strings.Count(f.log.String(), "nri: registered with") == registered && time.Now().Before(deadline) {
+	for strings.Count(f.log.String(), "nri: synchronized with") == f.syncs && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if strings.Count(f.log.String(), "nri: registered with") == registered {
+	if strings.Count(f.log.String(), "nri: synchronized with") == f.syncs {
 		t.Fatalf("the agent did not register again after containerd's restart:\n%s", f.log.String())
 	}
+	f.syncs++
 	if r, arrived := f.connectDenied(t, agent); r.OK || arrived {
 		t.Errorf("after containerd's restart, the confined pod reached denied.test's address: %s (recorded: %v)", r, arrived)
 	}
@@ -486,5 +498,61 @@ func TestPodsOnANode(t *testing.T) {
 	}
 	if started < 3 || refused < 3 {
 		t.Errorf("audit: %d pod sessions started, %d pods refused; want at least 3 and 3", started, refused)
+	}
+}
+
+// TestPodsWithTheirOwnNetwork: pods as most Kubernetes pods are, each in
+// its own network namespace wired by CNI. A guarded pod's DNS is answered
+// by its resolver inside its own namespace (the datapath sends it there
+// whatever server the pod asks), and it reaches its policy's host and
+// nothing else; the same attack from an unguarded pod reaches the denied
+// host, from the pod's own address.
+func TestPodsWithTheirOwnNetwork(t *testing.T) {
+	f := newNodeFixture(t)
+	f.own = true
+	f.startAgent(t)
+
+	web, err := f.pod(t, "web", "web", nil)
+	if err != nil {
+		t.Fatalf("an unguarded pod: %v", err)
+	}
+	if r, arrived := f.connectDenied(t, web); !r.OK || !arrived {
+		t.Fatalf("the unconfined twin did not reach denied.test's address: %s (recorded: %v)", r, arrived)
+	}
+	for _, c := range f.w.Contacts() {
+		if c.Local.Addr() == world.DeniedV4 && !podCIDR.Contains(c.Remote.Addr()) {
+			t.Errorf("the twin's connection came from %v, not from a pod address", c.Remote)
+		}
+	}
+
+	agentPod, agent, err := f.podAndContainer(t, "agent", "agents", nil)
+	if err != nil {
+		t.Fatalf("a guarded pod: %v\n%s", err, f.log.String())
+	}
+	if r, arrived := f.connectDenied(t, agent); r.OK || r.Errno != "EPERM" || arrived {
+		t.Errorf("the confined pod to denied.test's address: %s (recorded: %v); want EPERM and nothing recorded", r, arrived)
+	}
+	t0 := time.Now()
+	if d, c := f.lookupAndConnect(t, agent, "allowed.test", f.allowed); !d.OK || !c.OK {
+		t.Errorf("the confined pod to allowed.test: lookup %s, connect %s", d, c)
+	}
+	ip, err := f.node.PodIP(agentPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := 0
+	for _, c := range f.w.Contacts() {
+		if c.Local == netip.AddrPortFrom(world.AllowedV4, f.allowed) && !c.Time.Before(t0) && c.Remote.Addr() == ip {
+			from++
+		}
+	}
+	if from == 0 {
+		t.Errorf("the world recorded no connection to allowed.test from the pod's address %s", ip)
+	}
+	if d := f.probe(t, agent, "dns", dnsAddr.String(), "53", "also.test", "A", "udp"); d.OK && d.Rcode == "NOERROR" {
+		t.Errorf("also.test (the node's, not the pod's policy) resolved: %s", d)
+	}
+	if f.dns.Saw("also.test") {
+		t.Error("also.test was forwarded upstream for a pod whose policy does not allow it")
 	}
 }
