@@ -46,6 +46,10 @@ lint:
 	GOOS=windows $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) vet -tags sluice_wfp ./userspace/wfp/
 	GOOS=windows GOARCH=arm64 $(GO) build -tags sluice_wfp ./userspace/wfp/
+	# deploy/ is a module of its own (the Kubernetes manifests' and Helm
+	# chart's tests, with their Kubernetes dependencies): ./... above stops
+	# at its go.mod.
+	cd deploy && $(GO) vet ./...
 
 # One package at a time: the kernel end-to-end packages time real network
 # round trips, and on a 2-CPU runner running them side by side only adds
@@ -57,6 +61,7 @@ lint:
 unit:
 	$(GO) test -count=1 -p 1 -timeout 20m ./... </dev/null
 	$(GO) test -count=1 -tags sluice_wfp ./userspace/wfp/ </dev/null
+	cd deploy && $(GO) test -count=1 ./... </dev/null
 	# The DNS end-to-end tests again, on each DNS path that is not the
 	# default (auto): --dns-path kernel and resolver must keep passing.
 	SLUICE_E2E_DNS_PATH=kernel $(GO) test -count=1 -p 1 -timeout 10m ./tests/dnse2e/ ./tests/daemone2e/ </dev/null
