@@ -111,13 +111,16 @@ func describeSet(set *podpolicy.Set) string {
 }
 
 // writeGuard leaves the guard in force where the fail-closed hook reads
-// it (podpolicy.GuardFile).
+// it (Config.PodGuardFile).
 func (s *Server) writeGuard(set *podpolicy.Set) error {
 	b, err := set.GuardJSON()
 	if err != nil {
 		return fmt.Errorf("pods: the hook's guard: %w", err)
 	}
-	p := filepath.Join(s.cfg.StateDir, podpolicy.GuardFile)
+	p := s.cfg.PodGuardFile
+	if p == "" {
+		p = podpolicy.DefaultGuardFile
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("pods: the hook's guard: %w", err)
 	}

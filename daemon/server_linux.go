@@ -66,7 +66,10 @@ type Config struct {
 	// mounted ConfigMap (package podpolicy); "" for a daemon that
 	// confines no pods (pods_linux.go).
 	PodPolicies string
-	Version     string
+	// PodGuardFile is where a node agent keeps the copy of its guard the
+	// fail-closed hook reads (podpolicy.DefaultGuardFile when empty).
+	PodGuardFile string
+	Version      string
 	// AskTimeout is how long a prompt waits before it is denied
 	// (prompts.DefaultTimeout, five minutes, when zero); only tests
 	// shorten it (the hidden --ask-timeout flag).

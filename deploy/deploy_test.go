@@ -521,14 +521,14 @@ func TestCommandFlagsExist(t *testing.T) {
 		t.Error("base-spec-hook.json: the hook has no timeout")
 	}
 
-	// The hook is the binary the agent installs, and reads the state
-	// directory the agent writes.
+	// The hook is the binary the agent installs, and reads the guard copy
+	// the agent writes.
 	hookDir, _ := flagValue(cmd, "hook-dir")
 	if want := path.Join(hookDir, "sluice"); h.Path != want {
 		t.Errorf("base-spec-hook.json runs %s, the agent installs itself at %s", h.Path, want)
 	}
-	if a, b := mustFlag(t, cmd, "state-dir"), mustFlag(t, h.Args, "state-dir"); a != b {
-		t.Errorf("the agent's --state-dir is %s, the hook's %s", a, b)
+	if a, b := mustFlag(t, cmd, "guard-file"), mustFlag(t, h.Args, "guard-file"); a != b {
+		t.Errorf("the agent's --guard-file is %s, the hook's %s", a, b)
 	}
 
 	// containerd's NRI socket is the one the agent connects to.
@@ -697,6 +697,7 @@ func TestChartValues(t *testing.T) {
 		"nriSocket":   "/run/containerd/nri/nri.sock",
 		"hookDir":     "/usr/local/sluice",
 		"stateDir":    "/run/sluice-alt",
+		"guardDir":    "/var/lib/sluice-alt",
 		"metricsAddr": "",
 		"resources":   map[string]any{"requests": map[string]any{"cpu": "10m"}},
 		"tolerations": []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}},
@@ -721,7 +722,7 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("image %s, pull policy %s", c.Image, c.ImagePullPolicy)
 	}
 	cmd := command(ds)
-	for flag, want := range map[string]string{"nri-socket": "/run/containerd/nri/nri.sock", "hook-dir": "/usr/local/sluice", "state-dir": "/run/sluice-alt"} {
+	for flag, want := range map[string]string{"nri-socket": "/run/containerd/nri/nri.sock", "hook-dir": "/usr/local/sluice", "state-dir": "/run/sluice-alt", "guard-file": "/var/lib/sluice-alt/namespaces.json"} {
 		if got := mustFlag(t, cmd, flag); got != want {
 			t.Errorf("--%s %s, want %s", flag, got, want)
 		}
@@ -738,7 +739,7 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("volume %s mounts ConfigMap %s, not the release's", v.Name, v.ConfigMap.Name)
 		}
 	}
-	for name, want := range map[string]string{"nri": "/run/containerd/nri", "hook-bin": "/usr/local/sluice", "state": "/run/sluice-alt"} {
+	for name, want := range map[string]string{"nri": "/run/containerd/nri", "hook-bin": "/usr/local/sluice", "state": "/run/sluice-alt", "guard": "/var/lib/sluice-alt"} {
 		if hostPaths[name] != want {
 			t.Errorf("volume %s: host path %q, want %q", name, hostPaths[name], want)
 		}

@@ -134,7 +134,7 @@ func (g *Guard) rule(ns string) (Namespace, string, bool) {
 }
 
 // ParseGuard reads a guard on its own, as the fail-closed hook does from
-// the copy the agent leaves on the host (GuardFile): its patterns and
+// the copy the agent leaves on the host (DefaultGuardFile): its patterns and
 // rules are checked, the policies it names are not (the hook has none).
 func ParseGuard(data []byte) (*Guard, error) {
 	return parseGuard(data, nil)
@@ -146,7 +146,7 @@ func (g *Guard) Guards(ns string) bool {
 	return ok
 }
 
-// Marshal is the guard as namespaces.json, for GuardFile.
+// Marshal is the guard as namespaces.json, for DefaultGuardFile.
 func (g *Guard) Marshal() ([]byte, error) {
 	if g == nil {
 		g = &Guard{Namespaces: map[string]Namespace{}}

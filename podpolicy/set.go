@@ -172,7 +172,10 @@ func (s *Set) guardOrEmpty() *Guard {
 // (ParseGuard); an empty guard when the set has none.
 func (s *Set) GuardJSON() ([]byte, error) { return s.guardOrEmpty().Marshal() }
 
-// GuardFile is where, below its state directory, the node agent keeps a
-// copy of the guard in force for the fail-closed OCI hook (`sluice node
-// hook`), which the runtime runs on the host with no agent to ask.
-const GuardFile = "node/namespaces.json"
+// DefaultGuardFile is where the node agent keeps a copy of the guard in
+// force for the fail-closed OCI hook (`sluice node hook`), which the
+// runtime runs on the host with no agent to ask. It is on disk, not below
+// the state directory (/run, a tmpfs): after a reboot the kubelet starts
+// pods before the agent's own, and a hook that found no guard would let a
+// guarded pod run unconfined.
+const DefaultGuardFile = "/var/lib/sluice/node/namespaces.json"

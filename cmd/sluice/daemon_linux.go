@@ -179,6 +179,7 @@ func serveDaemon(cmd *cobra.Command, o daemonOptions, node *nodeOptions) error {
 	}
 	if node != nil {
 		cfg.PodPolicies = node.policies
+		cfg.PodGuardFile = node.guardFile
 	}
 	srv, err := daemon.New(cfg)
 	if err != nil {

@@ -4,6 +4,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/podpolicy"
 )
 
 // nodeOptions are the flags of `sluice node` beside the daemon's.
@@ -11,6 +13,7 @@ type nodeOptions struct {
 	nriSocket string
 	policies  string
 	hookDir   string
+	guardFile string
 }
 
 func newNodeCmd() *cobra.Command {
@@ -37,9 +40,10 @@ containers are not created. Pods stay confined while the agent is down;
 	f.StringVar(&n.nriSocket, "nri-socket", "/var/run/nri/nri.sock", "the runtime's NRI socket")
 	f.StringVar(&n.policies, "policies", "/etc/sluice/node", "the pod policies: a mounted ConfigMap, NAME.json policies and the guard namespaces.json (watched; a malformed change keeps the last good one)")
 	f.StringVar(&n.hookDir, "hook-dir", "/opt/sluice/bin", "copy this binary here at start, for the runtime's fail-closed OCI hook (`sluice node hook`); empty: do not")
+	f.StringVar(&n.guardFile, "guard-file", podpolicy.DefaultGuardFile, "keep the copy of the guard in force here, for the fail-closed hook (`sluice node hook --guard-file`); on disk, so that it outlives a reboot")
 	f.StringVar(&o.config, "config", "/etc/sluice/sluice.json", "configuration file (flags override it; a missing default file is fine; an unknown key is an error)")
 	f.StringVar(&o.allowlist, "allowlist", "", "the node allowlist every pod policy is narrowed to (default /etc/sluice/network_allowlist.json)")
-	f.StringVar(&o.stateDir, "state-dir", "", "state directory (default /run/sluice; the hook reads the guard below it)")
+	f.StringVar(&o.stateDir, "state-dir", "", "state directory (default /run/sluice)")
 	f.StringVar(&o.auditLog, "audit-log", "", "audit log file, JSON lines (default /var/log/sluice/audit.jsonl)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9469 (default off)")
 	o.addDNSFlags(f, "DNS server for allowed names, ADDR[:PORT] (repeatable; default: the host's resolv.conf)",
@@ -50,8 +54,8 @@ containers are not created. Pods stay confined while the agent is down;
 
 // hookOptions are the flags of `sluice node hook`.
 type hookOptions struct {
-	stateDir string
-	exempt   []string
+	guardFile string
+	exempt    []string
 }
 
 func newNodeHookCmd() *cobra.Command {
@@ -61,15 +65,15 @@ func newNodeHookCmd() *cobra.Command {
 		Short: "The runtime's OCI createRuntime hook: refuse a guarded pod's container that sluice does not confine",
 		Long: `Run by the container runtime (containerd's base_runtime_spec hooks) for every
 container, with the OCI state on standard input. A container of a namespace
-the node's guard names (the copy ` + "`sluice node`" + ` keeps below its state
-directory) whose pod cgroup has no sluice datapath attached is refused: the
+the node's guard names (the copy ` + "`sluice node`" + ` keeps on disk, so that it
+outlives a reboot, when the kubelet may start pods before the agent) whose pod cgroup has no sluice datapath attached is refused: the
 hook exits 1 and the runtime fails the container, so a pod created while the
 agent is down never runs unconfined. Sandboxes (pause) and namespaces not
 guarded pass; before the agent ever ran (no guard copy) everything passes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runNodeHook(cmd, o) },
 	}
-	cmd.Flags().StringVar(&o.stateDir, "state-dir", "/run/sluice", "the agent's state directory")
+	cmd.Flags().StringVar(&o.guardFile, "guard-file", podpolicy.DefaultGuardFile, "the agent's copy of its guard (`sluice node --guard-file`)")
 	cmd.Flags().StringArrayVar(&o.exempt, "exempt", []string{"kube-system", "sluice-system"}, "a namespace never refused, whatever the guard says: the agent's own, and what the node needs to start it (repeatable)")
 	return cmd
 }

@@ -60,7 +60,7 @@ func judgeHook(st ociState, o hookOptions, pinDir string) error {
 	if st.Annotations[criContainerType] == "sandbox" || ns == "" || slices.Contains(o.exempt, ns) {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(o.stateDir, podpolicy.GuardFile))
+	b, err := os.ReadFile(o.guardFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // the agent never ran on this node: nothing is guarded yet
 	}

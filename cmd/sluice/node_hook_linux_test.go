@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sluice-dev/sluice/podpolicy"
 )
 
 // TestJudgeHook: the hook's decisions that need no kernel. A guarded
@@ -18,8 +16,8 @@ import (
 // ever ran. The kernel half (a pod with the datapath attached passes) is
 // tests/nodee2e's.
 func TestJudgeHook(t *testing.T) {
-	state := t.TempDir()
-	o := hookOptions{stateDir: state, exempt: []string{"kube-system"}}
+	guard := filepath.Join(t.TempDir(), "node", "namespaces.json")
+	o := hookOptions{guardFile: guard, exempt: []string{"kube-system"}}
 	ctr := func(ns string) ociState {
 		return ociState{ID: "c1", Pid: 1 << 30, Annotations: map[string]string{criNamespace: ns, criPodName: "p", criContainerType: "container"}}
 	}
@@ -27,7 +25,6 @@ func TestJudgeHook(t *testing.T) {
 	if err := judgeHook(ctr("agents"), o, pins); err != nil {
 		t.Errorf("before the agent ever ran: %v", err)
 	}
-	guard := filepath.Join(state, podpolicy.GuardFile)
 	if err := os.MkdirAll(filepath.Dir(guard), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ type nodeFixture struct {
 	instance string
 	dir      string
 	state    string
+	guard    string // the agent's copy of its guard, which the hook reads
 	audit    string
 	policies string
 	allowed  uint16 // TCP server on AllowedV4 (allowed.test)
@@ -85,6 +86,7 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 	f.state = "/run/" + f.instance
 	f.metrics = fmt.Sprintf("127.0.0.1:%d", 20000+int(rnd[0])<<4|int(rnd[1]&15))
 	f.audit = filepath.Join(f.dir, "audit.jsonl")
+	f.guard = filepath.Join(f.dir, "lib", "namespaces.json")
 	f.policies = filepath.Join(f.dir, "policies")
 	if err := os.Mkdir(f.policies, 0o755); err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func newNodeFixture(t *testing.T) *nodeFixture {
 		t.Fatal(err)
 	}
 	f.node = criworld.StartNode(t, criworld.NodeOptions{Netns: w.ClientPath(), PodCIDR: podCIDR.String(), Hook: &criworld.Hook{
-		Path: sluiceBin, Args: []string{sluiceBin, "node", "hook", "--state-dir", f.state},
+		Path: sluiceBin, Args: []string{sluiceBin, "node", "hook", "--guard-file", f.guard},
 		Env: []string{"SLUICE_INSTANCE=" + f.instance}}})
 	return f
 }
@@ -137,7 +139,7 @@ func (f *nodeFixture) startAgent(t *testing.T) {
 	t.Helper()
 	args := []string{"--socket", filepath.Join(f.dir, "sluice.sock"), "node", "--nri-socket", f.node.NRISocket,
 		"--policies", f.policies, "--allowlist", filepath.Join(f.dir, "network_allowlist.json"), "--state-dir", f.state,
-		"--audit-log", f.audit, "--dns-upstream", dnsAddr.String(), "--hook-dir", "", "--metrics-addr", f.metrics}
+		"--audit-log", f.audit, "--dns-upstream", dnsAddr.String(), "--hook-dir", "", "--metrics-addr", f.metrics, "--guard-file", f.guard}
 	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
 	c.Stdout, c.Stderr = f.log, f.log
@@ -442,6 +444,24 @@ func TestPodsOnANode(t *testing.T) {
 	}
 	if _, err := f.pod(t, "web2", "web", nil); err != nil {
 		t.Errorf("with the agent down, an unguarded pod: %v", err)
+	}
+
+	// The node reboots: bpffs and /run are empty (sluice cleanup empties
+	// them here), and the kubelet starts pods before the agent's. The
+	// guard's copy is on disk: the hook still refuses guarded pods.
+	c := exec.Command(sluiceBin, "cleanup", "--state-dir", f.state)
+	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("sluice cleanup: %v: %s", err, out)
+	}
+	if _, err := os.Stat(f.guard); err != nil {
+		t.Fatalf("the guard's copy did not outlive the state: %v", err)
+	}
+	if _, err := f.pod(t, "after-reboot", "agents", nil); err == nil || !strings.Contains(err.Error(), "namespace agents is guarded") {
+		t.Errorf("after a reboot with the agent not yet up, a guarded pod: %v; want the hook's refusal", err)
+	}
+	if _, err := f.pod(t, "web3", "web", nil); err != nil {
+		t.Errorf("after a reboot with the agent not yet up, an unguarded pod: %v", err)
 	}
 
 	// It comes back: the running pod is its again, a new pod is confined.
