@@ -6,7 +6,6 @@ package nodee2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/cgroups"
 	"github.com/sluice-dev/sluice/tests/criworld"
 	"github.com/sluice-dev/sluice/tests/world"
 )
@@ -140,13 +140,26 @@ func (f *nodeFixture) startAgent(t *testing.T) {
 	args := []string{"--socket", filepath.Join(f.dir, "sluice.sock"), "node", "--nri-socket", f.node.NRISocket,
 		"--policies", f.policies, "--allowlist", filepath.Join(f.dir, "network_allowlist.json"), "--state-dir", f.state,
 		"--audit-log", f.audit, "--dns-upstream", dnsAddr.String(), "--hook-dir", "", "--metrics-addr", f.metrics, "--guard-file", f.guard}
-	c := f.w.ClientCmd(context.Background(), sluiceBin, args...)
+	// As a DaemonSet's container on a cgroup v2 node: in a cgroup of its
+	// own, with its own cgroup namespace (/proc/PID/cgroup paths are then
+	// relative to it), the host's cgroup tree mounted.
+	cg, err := os.Open(f.agentCgroup(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Close()
+	c := exec.Command(sluiceBin, args...)
 	c.Env = append(os.Environ(), "SLUICE_INSTANCE="+f.instance)
 	c.Stdout, c.Stderr = f.log, f.log
-	if err := c.Start(); err != nil {
+	c.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd()), Cloneflags: syscall.CLONE_NEWCGROUP}
+	if err := f.w.StartInClient(c); err != nil {
 		t.Fatalf("start sluice node: %v", err)
 	}
 	f.agent = c
+	own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/cgroup", c.Process.Pid))
+	if mine, _ := os.Readlink("/proc/self/ns/cgroup"); own == "" || own == mine {
+		t.Fatalf("the agent's cgroup namespace %q is not its own", own)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		// Synchronize has taken up the running pods when this is logged.
@@ -157,6 +170,32 @@ func (f *nodeFixture) startAgent(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("sluice node did not register with containerd: %s", f.log.String())
+}
+
+// agentCgroup is the agent's own cgroup, made once and removed at the
+// test's end.
+func (f *nodeFixture) agentCgroup(t *testing.T) string {
+	t.Helper()
+	mount, err := cgroups.Mount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(mount, f.instance+"-agent")
+	if err := os.Mkdir(dir, 0o755); err == nil {
+		t.Cleanup(func() {
+			f.stopAgent()
+			for i := 0; i < 100; i++ {
+				if err := syscall.Rmdir(dir); err == nil || os.IsNotExist(err) {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Errorf("remove the agent's cgroup %s", dir)
+		})
+	} else if !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // stopAgent kills the agent, as a crash or an OOM kill would.
