@@ -16,7 +16,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/tests/world"
 )
 
 // TestImage is the image every pod and container of a node runs: /pause
@@ -31,6 +34,25 @@ const pausePackage = "github.com/sluice-dev/sluice/tests/criworld/pause"
 type ImageFile struct {
 	Path string // in the image, e.g. /probe
 	From string // on this machine
+}
+
+// WriteTestImage writes the test image (TestImage: /pause and /probe,
+// static) as an OCI archive into dir and returns its path, for a
+// containerd this package does not run (`ctr images import` it), such as
+// one in a booted system of tests/systemd.
+func WriteTestImage(t testing.TB, dir string) string {
+	t.Helper()
+	pause, err := buildPause(dir)
+	if err != nil {
+		t.Fatalf("criworld: %v", err)
+	}
+	// The archive holds copies: the built pause is not needed beside it.
+	defer os.Remove(pause)
+	path, err := buildImage(dir, []ImageFile{{Path: "/pause", From: pause}, {Path: "/probe", From: world.BuildProbe(t)}})
+	if err != nil {
+		t.Fatalf("criworld: %v", err)
+	}
+	return path
 }
 
 // buildImage writes an OCI image layout archive of files to dir/image.tar,
