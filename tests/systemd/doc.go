@@ -5,5 +5,7 @@
 // installs the packaged unit and a sluice binary built from this tree, and
 // runs inside.sh there, which checks that sessions are transient scopes in
 // sluice.slice, that they stay confined, and that `systemctl restart sluice`
-// re-adopts them.
+// re-adopts them. inside-docker.sh does the same for Docker's systemd
+// cgroup driver, inside-kubernetes.sh for `sluice node` on a Kubernetes
+// node whose kubelet and containerd use the systemd cgroup driver.
 package systemd

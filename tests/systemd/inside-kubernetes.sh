@@ -221,6 +221,10 @@ want="/kubepods.slice/kubepods-besteffort.slice/$agent_slice/"
 case "$cg" in "$want"*) ;; *) fail "the container's cgroup $cg is not below $want: not the systemd driver's layout" ;; esac
 [ "$(systemctl show -p ActiveState --value "$agent_slice")" = active ] || fail "systemd has no active $agent_slice"
 ok "its cgroup is below $want (the systemd driver's slice)"
+# The agent names a pod's session after its pod cgroup, the one it made out of the slice's name.
+grep '"type":"session_started"' /var/log/sluice/audit.jsonl | grep -q "\"session\":\"$agent_slice\"" ||
+	fail "no session_started for session $agent_slice in the audit log"
+ok "the agent confined it as session $agent_slice"
 confined "$agent" "attached"
 allowed "$agent" "attached"
 
