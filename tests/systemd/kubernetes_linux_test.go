@@ -29,6 +29,13 @@ func TestKubernetesNodeSystemdDriver(t *testing.T) {
 	if os.Geteuid() != 0 {
 		skipOrFail(t, "needs root (systemd-nspawn, bpffs, containerd)")
 	}
+	// bootAndRun checks these too, but only after the tools' build, which
+	// takes minutes the first time.
+	for _, tool := range []string{"systemd-nspawn", "debootstrap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skipOrFail(t, "needs %s (apt-get install systemd-container debootstrap)", tool)
+		}
+	}
 	ip, err := exec.LookPath("ip")
 	if err != nil {
 		skipOrFail(t, "needs ip on the host, copied into the booted system (apt-get install iproute2)")
@@ -39,7 +46,8 @@ func TestKubernetesNodeSystemdDriver(t *testing.T) {
 	t.Cleanup(world.RemoveProbe)
 	imageDir := t.TempDir()
 	image := criworld.WriteTestImage(t, imageDir)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Copying, and a small build on a machine that may be busy.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	setup := func(root string) {
 		// containerd, its shim, ctr and crictl are static; the host's runc
