@@ -140,6 +140,7 @@ YAML
 systemd-run --quiet --unit=sluice-containerd -p Delegate=yes -p KillMode=process containerd --config /etc/containerd/config.toml ||
 	fail "containerd did not start"
 wait_for 60 crictl info || fail "containerd's CRI does not answer"
+# --local: the transfer service would unpack for its default snapshotter only.
 ctr -n k8s.io images import --local --snapshotter native /image.tar >/tmp/t/import 2>&1 || fail "ctr images import of the test image failed: $(cat /tmp/t/import)"
 crictl info | grep -q '"SystemdCgroup": true' || fail "containerd's CRI does not report runc's systemd cgroup driver: $(crictl info | grep -i systemd)"
 ok "containerd runs, runc with the systemd cgroup driver"
